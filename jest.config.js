@@ -1,0 +1,16 @@
+// Jest runs TypeScript through ts-jest in transpile-only mode (typechecking is `npm run typecheck`).
+// Projects: unit (pure, fast), db (repositories and services on a real database),
+// e2e (the server over real sockets), terraform (real terraform binary).
+const base = {
+  testEnvironment: 'node',
+  transform: { '^.+\\.ts$': ['ts-jest', { isolatedModules: true, tsconfig: 'tsconfig.json' }] },
+  moduleFileExtensions: ['ts', 'js', 'json'],
+};
+module.exports = {
+  projects: [
+    { ...base, displayName: 'unit', testMatch: ['<rootDir>/test/unit/**/*.spec.ts'] },
+    { ...base, displayName: 'db', testMatch: ['<rootDir>/test/db/**/*.spec.ts'] },
+    { ...base, displayName: 'e2e', testMatch: ['<rootDir>/test/e2e/**/*.spec.ts'] },
+    { ...base, displayName: 'terraform', testMatch: ['<rootDir>/test/terraform/**/*.spec.ts'] },
+  ],
+};
