@@ -1,0 +1,4 @@
+import { CoreSchema1764480000000 } from './1764480000000-core-schema';
+
+/** Every migration, in order. Applied at start under an advisory lock and by `statehouse migrate`. */
+export const MIGRATIONS = [CoreSchema1764480000000];

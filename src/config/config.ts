@@ -1,0 +1,307 @@
+import { readFileSync } from 'node:fs';
+import { isIP } from 'node:net';
+import { resolve } from 'node:path';
+import { BLOB_DRIVERS, BlobDriverName } from '../storage/blob-store';
+import { Secret } from './secret';
+
+export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+const LOG_LEVELS: readonly LogLevel[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+
+export interface S3StorageConfig {
+  bucket: string;
+  prefix: string;
+  region: string;
+  endpoint: string | undefined;
+  forcePathStyle: boolean;
+}
+
+/** Every setting, read once at start. Nothing else in the program reads `process.env`. */
+export interface AppConfig {
+  port: number;
+  host: string;
+  dataDir: string;
+  /** Undefined means the embedded database in `dataDir`. */
+  databaseUrl: Secret | undefined;
+  databasePoolSize: number;
+  storage: {
+    driver: BlobDriverName;
+    fsDir: string;
+    s3: S3StorageConfig | undefined;
+  };
+  maxVersions: number;
+  maxStateBytes: number;
+  trustedProxies: string[];
+  publicUrl: string;
+  bootstrapToken: Secret | undefined;
+  authDisabled: boolean;
+  tls: { certFile: string; keyFile: string } | undefined;
+  logLevel: LogLevel;
+  /** Settings that were accepted but deserve a word at start (never secrets). */
+  warnings: string[];
+}
+
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`invalid configuration:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+    this.name = 'ConfigError';
+  }
+}
+
+type Env = Record<string, string | undefined>;
+
+const KNOWN = new Set([
+  'PORT',
+  'STATEHOUSE_HOST',
+  'STATEHOUSE_DATA_DIR',
+  'DATABASE_URL',
+  'STATEHOUSE_DATABASE_POOL_SIZE',
+  'STATEHOUSE_STORAGE',
+  'STATEHOUSE_STORAGE_FS_DIR',
+  'STATEHOUSE_STORAGE_S3_BUCKET',
+  'STATEHOUSE_STORAGE_S3_PREFIX',
+  'STATEHOUSE_STORAGE_S3_REGION',
+  'STATEHOUSE_STORAGE_S3_ENDPOINT',
+  'STATEHOUSE_STORAGE_S3_FORCE_PATH_STYLE',
+  'STATEHOUSE_MAX_VERSIONS',
+  'STATEHOUSE_MAX_STATE_BYTES',
+  'STATEHOUSE_TRUSTED_PROXIES',
+  'STATEHOUSE_PUBLIC_URL',
+  'STATEHOUSE_BOOTSTRAP_TOKEN',
+  'STATEHOUSE_BOOTSTRAP_TOKEN_FILE',
+  'STATEHOUSE_AUTH_DISABLE',
+  'STATEHOUSE_TLS_CERT_FILE',
+  'STATEHOUSE_TLS_KEY_FILE',
+  'STATEHOUSE_LOG_LEVEL',
+  // read by the CLI, not the server
+  'STATEHOUSE_SERVER',
+  'STATEHOUSE_TOKEN',
+]);
+
+const SIZE_UNITS: Record<string, number> = {
+  '': 1,
+  b: 1,
+  k: 1024,
+  kb: 1000,
+  kib: 1024,
+  m: 1024 ** 2,
+  mb: 1000 ** 2,
+  mib: 1024 ** 2,
+  g: 1024 ** 3,
+  gb: 1000 ** 3,
+  gib: 1024 ** 3,
+};
+
+/**
+ * Reads and validates the environment. Collects every problem before failing so an operator
+ * fixes them all in one go; the message names each bad variable but never echoes a secret.
+ */
+export function loadConfig(env: Env = process.env): AppConfig {
+  const problems: string[] = [];
+  const warnings: string[] = [];
+  const str = (name: string): string | undefined => {
+    const v = env[name];
+    return v === undefined || v.trim() === '' ? undefined : v.trim();
+  };
+  const int = (name: string, def: number, min: number, max: number): number => {
+    const raw = str(name);
+    if (raw === undefined) return def;
+    if (!/^\d+$/.test(raw) || Number(raw) < min || Number(raw) > max) {
+      problems.push(`${name} must be an integer from ${min} to ${max} (got "${raw}")`);
+      return def;
+    }
+    return Number(raw);
+  };
+  const bool = (name: string): boolean => {
+    const raw = str(name)?.toLowerCase();
+    if (raw === undefined) return false;
+    if (['1', 'true', 'yes', 'on'].includes(raw)) return true;
+    if (['0', 'false', 'no', 'off'].includes(raw)) return false;
+    problems.push(`${name} must be true or false (got "${raw}")`);
+    return false;
+  };
+  const size = (name: string, def: number): number => {
+    const raw = str(name);
+    if (raw === undefined) return def;
+    const m = /^(\d+)\s*([a-z]*)$/i.exec(raw);
+    const unit = m ? SIZE_UNITS[m[2].toLowerCase()] : undefined;
+    if (!m || unit === undefined || Number(m[1]) * unit < 1 || Number(m[1]) * unit > 2 ** 40) {
+      problems.push(`${name} must be a size in bytes, optionally with KiB/MiB/GiB (got "${raw}")`);
+      return def;
+    }
+    return Number(m[1]) * unit;
+  };
+  const url = (name: string): string | undefined => {
+    const raw = str(name);
+    if (raw === undefined) return undefined;
+    try {
+      const u = new URL(raw);
+      if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new Error('scheme');
+      return raw.replace(/\/+$/, '');
+    } catch {
+      problems.push(`${name} must be an http(s) URL (got "${raw}")`);
+      return undefined;
+    }
+  };
+
+  for (const name of Object.keys(env)) {
+    if (name.startsWith('STATEHOUSE_') && !KNOWN.has(name)) {
+      warnings.push(`unknown setting ${name} is ignored (check its spelling)`);
+    }
+  }
+
+  const port = int('PORT', 8080, 0, 65535);
+  const host = str('STATEHOUSE_HOST') ?? '0.0.0.0';
+  const dataDir = resolve(str('STATEHOUSE_DATA_DIR') ?? './data');
+
+  let databaseUrl: Secret | undefined;
+  const dbRaw = str('DATABASE_URL');
+  if (dbRaw !== undefined) {
+    try {
+      const u = new URL(dbRaw);
+      if (u.protocol !== 'postgres:' && u.protocol !== 'postgresql:') throw new Error('scheme');
+      databaseUrl = new Secret(dbRaw);
+    } catch {
+      // The URL may hold a password: name the variable, never the value.
+      problems.push('DATABASE_URL must be a postgres:// or postgresql:// URL');
+    }
+  }
+  const databasePoolSize = int('STATEHOUSE_DATABASE_POOL_SIZE', 10, 1, 1000);
+
+  const driverRaw = str('STATEHOUSE_STORAGE');
+  let driver: BlobDriverName = dbRaw === undefined ? 'fs' : 'postgres';
+  if (driverRaw !== undefined) {
+    if ((BLOB_DRIVERS as readonly string[]).includes(driverRaw)) {
+      driver = driverRaw as BlobDriverName;
+    } else {
+      problems.push(
+        `STATEHOUSE_STORAGE must be one of ${BLOB_DRIVERS.join(', ')} (got "${driverRaw}")`,
+      );
+    }
+  }
+  if (driver === 'memory' && env.NODE_ENV !== 'test') {
+    problems.push(
+      'STATEHOUSE_STORAGE=memory is for tests only: blobs would vanish on restart (use fs, s3 or postgres)',
+    );
+  }
+  const fsDir = resolve(str('STATEHOUSE_STORAGE_FS_DIR') ?? `${dataDir}/blobs`);
+  let s3: S3StorageConfig | undefined;
+  if (driver === 's3') {
+    const bucket = str('STATEHOUSE_STORAGE_S3_BUCKET');
+    if (bucket === undefined) problems.push('STATEHOUSE_STORAGE_S3_BUCKET is required with STATEHOUSE_STORAGE=s3');
+    const prefix = str('STATEHOUSE_STORAGE_S3_PREFIX') ?? '';
+    if (prefix !== '' && !/^[A-Za-z0-9/_.-]+$/.test(prefix)) {
+      problems.push('STATEHOUSE_STORAGE_S3_PREFIX may only hold letters, digits and / _ . -');
+    }
+    s3 = {
+      bucket: bucket ?? '',
+      prefix: prefix.replace(/^\/+|\/+$/g, ''),
+      region: str('STATEHOUSE_STORAGE_S3_REGION') ?? 'us-east-1',
+      endpoint: url('STATEHOUSE_STORAGE_S3_ENDPOINT'),
+      forcePathStyle: bool('STATEHOUSE_STORAGE_S3_FORCE_PATH_STYLE'),
+    };
+  }
+
+  const maxVersions = int('STATEHOUSE_MAX_VERSIONS', 0, 0, 1_000_000);
+  const maxStateBytes = size('STATEHOUSE_MAX_STATE_BYTES', 512 * 1024 ** 2);
+
+  const trustedProxies = (str('STATEHOUSE_TRUSTED_PROXIES') ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s !== '');
+  for (const p of trustedProxies) {
+    const [addr, bits, ...rest] = p.split('/');
+    const family = isIP(addr);
+    const maxBits = family === 6 ? 128 : 32;
+    if (
+      family === 0 ||
+      rest.length > 0 ||
+      (bits !== undefined && (!/^\d+$/.test(bits) || Number(bits) > maxBits))
+    ) {
+      problems.push(`STATEHOUSE_TRUSTED_PROXIES entry "${p}" is not an IP address or CIDR range`);
+    }
+  }
+
+  const tlsCert = str('STATEHOUSE_TLS_CERT_FILE');
+  const tlsKey = str('STATEHOUSE_TLS_KEY_FILE');
+  if ((tlsCert === undefined) !== (tlsKey === undefined)) {
+    problems.push('STATEHOUSE_TLS_CERT_FILE and STATEHOUSE_TLS_KEY_FILE must be set together');
+  }
+  const tls = tlsCert && tlsKey ? { certFile: resolve(tlsCert), keyFile: resolve(tlsKey) } : undefined;
+  const scheme = tls ? 'https' : 'http';
+  const publicUrl = url('STATEHOUSE_PUBLIC_URL') ?? `${scheme}://localhost:${port}`;
+
+  let bootstrapToken: Secret | undefined;
+  const tokenRaw = str('STATEHOUSE_BOOTSTRAP_TOKEN');
+  const tokenFile = str('STATEHOUSE_BOOTSTRAP_TOKEN_FILE');
+  if (tokenRaw !== undefined && tokenFile !== undefined) {
+    problems.push('set only one of STATEHOUSE_BOOTSTRAP_TOKEN and STATEHOUSE_BOOTSTRAP_TOKEN_FILE');
+  } else if (tokenRaw !== undefined) {
+    bootstrapToken = checkToken('STATEHOUSE_BOOTSTRAP_TOKEN', tokenRaw, problems);
+  } else if (tokenFile !== undefined) {
+    try {
+      bootstrapToken = checkToken(
+        'STATEHOUSE_BOOTSTRAP_TOKEN_FILE',
+        readFileSync(tokenFile, 'utf8').trim(),
+        problems,
+      );
+    } catch (e) {
+      problems.push(`STATEHOUSE_BOOTSTRAP_TOKEN_FILE cannot be read: ${(e as Error).message}`);
+    }
+  }
+
+  const authDisabled = bool('STATEHOUSE_AUTH_DISABLE');
+  if (authDisabled) {
+    if (dbRaw !== undefined) {
+      problems.push('STATEHOUSE_AUTH_DISABLE is refused when DATABASE_URL is set (development only)');
+    }
+    if (!isLoopback(host)) {
+      problems.push(
+        `STATEHOUSE_AUTH_DISABLE is refused unless STATEHOUSE_HOST is a loopback address (got "${host}")`,
+      );
+    }
+    warnings.push('authentication is DISABLED (STATEHOUSE_AUTH_DISABLE): every caller is bootstrap-admin');
+  }
+
+  const logRaw = str('STATEHOUSE_LOG_LEVEL')?.toLowerCase() ?? 'info';
+  let logLevel: LogLevel = 'info';
+  if ((LOG_LEVELS as readonly string[]).includes(logRaw)) logLevel = logRaw as LogLevel;
+  else problems.push(`STATEHOUSE_LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')} (got "${logRaw}")`);
+
+  if (problems.length > 0) throw new ConfigError(problems);
+  return {
+    port,
+    host,
+    dataDir,
+    databaseUrl,
+    databasePoolSize,
+    storage: { driver, fsDir, s3 },
+    maxVersions,
+    maxStateBytes,
+    trustedProxies,
+    publicUrl,
+    bootstrapToken,
+    authDisabled,
+    tls,
+    logLevel,
+    warnings,
+  };
+}
+
+function checkToken(name: string, value: string, problems: string[]): Secret | undefined {
+  if (value.length < 32) {
+    problems.push(`${name} must be at least 32 characters long`);
+    return undefined;
+  }
+  if (/\s/.test(value)) {
+    problems.push(`${name} must not contain whitespace`);
+    return undefined;
+  }
+  return new Secret(value);
+}
+
+export function isLoopback(host: string): boolean {
+  return host === 'localhost' || host === '::1' || /^127\.\d+\.\d+\.\d+$/.test(host);
+}
+
+/** Injection token for the AppConfig object. */
+export const APP_CONFIG = Symbol('APP_CONFIG');

@@ -1,0 +1,54 @@
+import { DataSource } from 'typeorm';
+import { MIGRATIONS } from '../../migrations';
+import type { AppConfig } from '../config/config';
+import { EMBEDDED_SOCKET_PORT } from './embedded-postgres';
+import { ENTITIES } from './entities';
+
+export interface DatabaseTarget {
+  /** A postgres:// URL, or the socket directory of the embedded database. */
+  url?: string;
+  socketDir?: string;
+  poolSize: number;
+}
+
+export function databaseTarget(config: AppConfig, embeddedSocketDir?: string): DatabaseTarget {
+  if (config.databaseUrl) {
+    return { url: config.databaseUrl.reveal(), poolSize: config.databasePoolSize };
+  }
+  if (!embeddedSocketDir) throw new Error('embedded database is not started');
+  return { socketDir: embeddedSocketDir, poolSize: 1 };
+}
+
+/**
+ * One data source for the server, the migration command and the tests. The embedded database
+ * gets a one-connection pool (PGlite is one session); a connection timeout turns the classic
+ * one-connection mistake (a query outside the open transaction's manager) into an error
+ * instead of a hang.
+ */
+export function createDataSource(target: DatabaseTarget): DataSource {
+  const embedded = target.socketDir !== undefined;
+  return new DataSource({
+    type: 'postgres',
+    ...(embedded
+      ? {
+          host: target.socketDir,
+          port: EMBEDDED_SOCKET_PORT,
+          username: 'postgres',
+          database: 'postgres',
+        }
+      : { url: target.url }),
+    entities: ENTITIES,
+    migrations: MIGRATIONS,
+    migrationsTableName: 'schema_migrations',
+    uuidExtension: 'pgcrypto',
+    synchronize: false,
+    migrationsRun: false,
+    logging: false,
+    extra: {
+      max: target.poolSize,
+      connectionTimeoutMillis: embedded ? 60_000 : 10_000,
+      // A server that stops answering must become a 503, not a request that hangs forever.
+      ...(embedded ? {} : { statement_timeout: 30_000, query_timeout: 35_000 }),
+    },
+  });
+}

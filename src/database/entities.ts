@@ -1,0 +1,16 @@
+import { LockEntity } from '../locks/entities/lock.entity';
+import { StateEntity } from '../state/entities/state.entity';
+import { UnitEntity } from '../state/entities/unit.entity';
+import { VersionEntity } from '../state/entities/version.entity';
+import { BlobChunkEntity } from '../storage/entities/blob-chunk.entity';
+import { SettingEntity } from './entities/setting.entity';
+
+/** Every table the migrations create; the schema check compares the two. */
+export const ENTITIES = [
+  UnitEntity,
+  StateEntity,
+  VersionEntity,
+  LockEntity,
+  SettingEntity,
+  BlobChunkEntity,
+];

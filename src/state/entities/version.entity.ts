@@ -1,0 +1,66 @@
+import { Column, Entity, Index, JoinColumn, ManyToOne, PrimaryGeneratedColumn } from 'typeorm';
+import type { StateEntity } from './state.entity';
+
+/** An immutable accepted write of one state. Never updated; removed only by retention or purge. */
+@Entity({ name: 'versions' })
+@Index('uq_versions_state_version', ['stateId', 'version'], { unique: true })
+export class VersionEntity {
+  @PrimaryGeneratedColumn('uuid', { primaryKeyConstraintName: 'pk_versions' })
+  id!: string;
+
+  @Column({ name: 'state_id', type: 'uuid' })
+  stateId!: string;
+
+  @ManyToOne('StateEntity', { onDelete: 'CASCADE' })
+  @JoinColumn({ name: 'state_id', foreignKeyConstraintName: 'fk_versions_state' })
+  state?: StateEntity;
+
+  /** Per-state number (1, 2, 3 …), independent of Terraform's serial. */
+  @Column({ type: 'integer' })
+  version!: number;
+
+  /** Terraform's serial and lineage; null for client-side-encrypted states. */
+  @Column({ type: 'bigint', nullable: true })
+  serial!: string | null;
+
+  @Column({ type: 'text', nullable: true })
+  lineage!: string | null;
+
+  @Column({ name: 'terraform_version', type: 'text', nullable: true })
+  terraformVersion!: string | null;
+
+  @Column({ type: 'boolean', default: false })
+  encrypted!: boolean;
+
+  @Column({ type: 'char', length: 64 })
+  sha256!: string;
+
+  @Column({ type: 'char', length: 32 })
+  md5!: string;
+
+  @Column({ type: 'bigint' })
+  size!: string;
+
+  /** Shared by versions with the same bytes (restores); deleted when nothing refers to it. */
+  @Index('ix_versions_blob_key')
+  @Column({ name: 'blob_key', type: 'text' })
+  blobKey!: string;
+
+  /** The state's top-level outputs (null for encrypted states). */
+  @Column({ type: 'jsonb', nullable: true })
+  outputs!: Record<string, unknown> | null;
+
+  @Column({ name: 'created_at', type: 'timestamptz', default: () => 'now()' })
+  createdAt!: Date;
+
+  @Column({ name: 'created_by', type: 'text' })
+  createdBy!: string;
+
+  /** Which door the write came through: `http`, `s3`, `api`. */
+  @Column({ type: 'text' })
+  door!: string;
+
+  /** For a restore: the version number whose content this one copies. */
+  @Column({ name: 'restored_from', type: 'integer', nullable: true })
+  restoredFrom!: number | null;
+}
