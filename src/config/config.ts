@@ -5,7 +5,15 @@ import { BLOB_DRIVERS, BlobDriverName } from '../storage/blob-store';
 import { Secret } from './secret';
 
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
-const LOG_LEVELS: readonly LogLevel[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+const LOG_LEVELS: readonly LogLevel[] = [
+  'fatal',
+  'error',
+  'warn',
+  'info',
+  'debug',
+  'trace',
+  'silent',
+];
 
 export interface S3StorageConfig {
   bucket: string;
@@ -187,7 +195,8 @@ export function loadConfig(env: Env = process.env): AppConfig {
   let s3: S3StorageConfig | undefined;
   if (driver === 's3') {
     const bucket = str('STATEHOUSE_STORAGE_S3_BUCKET');
-    if (bucket === undefined) problems.push('STATEHOUSE_STORAGE_S3_BUCKET is required with STATEHOUSE_STORAGE=s3');
+    if (bucket === undefined)
+      problems.push('STATEHOUSE_STORAGE_S3_BUCKET is required with STATEHOUSE_STORAGE=s3');
     const prefix = str('STATEHOUSE_STORAGE_S3_PREFIX') ?? '';
     if (prefix !== '' && !/^[A-Za-z0-9/_.-]+$/.test(prefix)) {
       problems.push('STATEHOUSE_STORAGE_S3_PREFIX may only hold letters, digits and / _ . -');
@@ -226,7 +235,8 @@ export function loadConfig(env: Env = process.env): AppConfig {
   if ((tlsCert === undefined) !== (tlsKey === undefined)) {
     problems.push('STATEHOUSE_TLS_CERT_FILE and STATEHOUSE_TLS_KEY_FILE must be set together');
   }
-  const tls = tlsCert && tlsKey ? { certFile: resolve(tlsCert), keyFile: resolve(tlsKey) } : undefined;
+  const tls =
+    tlsCert && tlsKey ? { certFile: resolve(tlsCert), keyFile: resolve(tlsKey) } : undefined;
   const scheme = tls ? 'https' : 'http';
   const publicUrl = url('STATEHOUSE_PUBLIC_URL') ?? `${scheme}://localhost:${port}`;
 
@@ -252,20 +262,25 @@ export function loadConfig(env: Env = process.env): AppConfig {
   const authDisabled = bool('STATEHOUSE_AUTH_DISABLE');
   if (authDisabled) {
     if (dbRaw !== undefined) {
-      problems.push('STATEHOUSE_AUTH_DISABLE is refused when DATABASE_URL is set (development only)');
+      problems.push(
+        'STATEHOUSE_AUTH_DISABLE is refused when DATABASE_URL is set (development only)',
+      );
     }
     if (!isLoopback(host)) {
       problems.push(
         `STATEHOUSE_AUTH_DISABLE is refused unless STATEHOUSE_HOST is a loopback address (got "${host}")`,
       );
     }
-    warnings.push('authentication is DISABLED (STATEHOUSE_AUTH_DISABLE): every caller is bootstrap-admin');
+    warnings.push(
+      'authentication is DISABLED (STATEHOUSE_AUTH_DISABLE): every caller is bootstrap-admin',
+    );
   }
 
   const logRaw = str('STATEHOUSE_LOG_LEVEL')?.toLowerCase() ?? 'info';
   let logLevel: LogLevel = 'info';
   if ((LOG_LEVELS as readonly string[]).includes(logRaw)) logLevel = logRaw as LogLevel;
-  else problems.push(`STATEHOUSE_LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')} (got "${logRaw}")`);
+  else
+    problems.push(`STATEHOUSE_LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')} (got "${logRaw}")`);
 
   if (problems.length > 0) throw new ConfigError(problems);
   return {

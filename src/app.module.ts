@@ -1,0 +1,39 @@
+import { DynamicModule, Module } from '@nestjs/common';
+import { APP_FILTER } from '@nestjs/core';
+import { LoggerModule } from 'nestjs-pino';
+import { AuditModule } from './audit/audit.module';
+import { AuthModule } from './auth/auth.module';
+import { BackendModule } from './backend/backend.module';
+import { ApiExceptionFilter } from './common/api-exception.filter';
+import { loggerParams } from './common/logging';
+import { AppConfig } from './config/config';
+import { ConfigModule } from './config/config.module';
+import { DatabaseModule } from './database/database.module';
+import { HealthModule } from './health/health.module';
+import { LocksModule } from './locks/locks.module';
+import { RbacModule } from './rbac/rbac.module';
+import { StateModule } from './state/state.module';
+import { StorageModule } from './storage/storage.module';
+
+@Module({})
+export class AppModule {
+  static forRoot(config: AppConfig): DynamicModule {
+    return {
+      module: AppModule,
+      imports: [
+        ConfigModule.forRoot(config),
+        LoggerModule.forRoot(loggerParams(config)),
+        DatabaseModule,
+        StorageModule,
+        AuditModule,
+        RbacModule,
+        AuthModule,
+        StateModule,
+        LocksModule,
+        BackendModule,
+        HealthModule,
+      ],
+      providers: [{ provide: APP_FILTER, useClass: ApiExceptionFilter }],
+    };
+  }
+}

@@ -1,0 +1,32 @@
+/**
+ * The one shape of a security-relevant event. Today they are written to the log (`audit` key);
+ * the audit log stores the same objects. Never put secrets or state content in `details`.
+ */
+export type SecurityEventType =
+  | 'auth.bootstrap_token_used'
+  | 'auth.bootstrap_token_generated'
+  | 'auth.bootstrap_token_disabled'
+  | 'auth.failed'
+  | 'lock.force_unlock'
+  | 'state.restore'
+  | 'state.delete'
+  | 'state.undelete'
+  | 'state.purge'
+  | 'unit.delete'
+  | 'unit.undelete'
+  | 'unit.purge';
+
+export interface SecurityEvent {
+  type: SecurityEventType;
+  /** Who did it (principal subject), or `anonymous`. */
+  actor: string;
+  outcome: 'success' | 'denied' | 'failure';
+  unit?: string;
+  workspace?: string;
+  /** Which door the request came through. */
+  door?: 'http' | 's3' | 'api' | 'cli' | 'system';
+  details?: Record<string, string | number | boolean | null>;
+  requestId?: string;
+  clientIp?: string;
+  at: string;
+}

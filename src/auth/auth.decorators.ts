@@ -1,0 +1,22 @@
+import { createParamDecorator, ExecutionContext, SetMetadata } from '@nestjs/common';
+import type { Request } from 'express';
+import { DomainError } from '../common/errors';
+import { Principal, PRINCIPAL_KEY } from './principal';
+
+export const IS_PUBLIC = 'statehouse:public';
+export const ALLOW_BASIC_AUTH = 'statehouse:basic-auth';
+
+/** The only way to make a route answer without a principal (health, docs, JWKS, login). */
+export const Public = (): MethodDecorator & ClassDecorator => SetMetadata(IS_PUBLIC, true);
+
+/** Accept HTTP basic auth (any non-empty user name, password = token), as Terraform's http backend sends it. */
+export const AllowBasicAuth = (): MethodDecorator & ClassDecorator =>
+  SetMetadata(ALLOW_BASIC_AUTH, true);
+
+/** The authenticated caller. */
+export const CurrentPrincipal = createParamDecorator((_: unknown, ctx: ExecutionContext) => {
+  const req = ctx.switchToHttp().getRequest<Request & { [PRINCIPAL_KEY]?: Principal }>();
+  const principal = req[PRINCIPAL_KEY];
+  if (!principal) throw new DomainError('unauthenticated', 'authentication required');
+  return principal;
+});

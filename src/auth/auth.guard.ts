@@ -1,0 +1,81 @@
+import { CanActivate, ExecutionContext, Inject, Injectable } from '@nestjs/common';
+import { Reflector } from '@nestjs/core';
+import type { Request } from 'express';
+import { AuditService } from '../audit/audit.service';
+import { APP_CONFIG, AppConfig } from '../config/config';
+import { DomainError } from '../common/errors';
+import { ALLOW_BASIC_AUTH, IS_PUBLIC } from './auth.decorators';
+import { CREDENTIAL_VERIFIERS, CredentialVerifier } from './credential-verifier';
+import { BOOTSTRAP_ADMIN, Principal, PRINCIPAL_KEY } from './principal';
+
+/** The bearer secret of a request: `Bearer <token>`, or where allowed the basic-auth password. */
+export function presentedSecret(
+  header: string | undefined,
+  allowBasic: boolean,
+): string | undefined {
+  if (!header) return undefined;
+  const space = header.indexOf(' ');
+  if (space < 0) return undefined;
+  const scheme = header.slice(0, space).toLowerCase();
+  const value = header.slice(space + 1).trim();
+  if (scheme === 'bearer') return value === '' ? undefined : value;
+  if (scheme === 'basic' && allowBasic) {
+    const decoded = Buffer.from(value, 'base64').toString('utf8');
+    const colon = decoded.indexOf(':');
+    // Terraform only sends basic auth when a username is set; any non-empty one is accepted.
+    if (colon <= 0) return undefined;
+    const password = decoded.slice(colon + 1);
+    return password === '' ? undefined : password;
+  }
+  return undefined;
+}
+
+/**
+ * Deny by default: every route needs a principal unless it is marked `@Public()`. The
+ * verifiers are asked in turn; the first that recognises the secret decides.
+ */
+@Injectable()
+export class AuthGuard implements CanActivate {
+  constructor(
+    private readonly reflector: Reflector,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+    @Inject(CREDENTIAL_VERIFIERS) private readonly verifiers: CredentialVerifier[],
+    private readonly audit: AuditService,
+  ) {}
+
+  async canActivate(context: ExecutionContext): Promise<boolean> {
+    const targets = [context.getHandler(), context.getClass()];
+    if (this.reflector.getAllAndOverride<boolean>(IS_PUBLIC, targets)) return true;
+    const req = context.switchToHttp().getRequest<Request & { [PRINCIPAL_KEY]?: Principal }>();
+    if (this.config.authDisabled) {
+      req[PRINCIPAL_KEY] = { subject: BOOTSTRAP_ADMIN, kind: 'bootstrap', via: 'auth-disabled' };
+      return true;
+    }
+    const allowBasic =
+      this.reflector.getAllAndOverride<boolean>(ALLOW_BASIC_AUTH, targets) ?? false;
+    const secret = presentedSecret(req.headers.authorization, allowBasic);
+    if (secret === undefined) {
+      throw new DomainError(
+        'unauthenticated',
+        allowBasic
+          ? 'authentication required: send a token as Bearer, or as the basic-auth password with any user name'
+          : 'authentication required: send Authorization: Bearer <token>',
+      );
+    }
+    try {
+      for (const verifier of this.verifiers) {
+        const principal = await verifier.verify(secret);
+        if (principal) {
+          req[PRINCIPAL_KEY] = principal;
+          return true;
+        }
+      }
+      throw new DomainError('unauthenticated', 'the token is not valid');
+    } catch (e) {
+      if (e instanceof DomainError && e.code === 'unauthenticated') {
+        this.audit.record({ type: 'auth.failed', actor: 'anonymous', outcome: 'denied' });
+      }
+      throw e;
+    }
+  }
+}

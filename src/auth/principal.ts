@@ -1,0 +1,15 @@
+/** Who is calling. Every request that reaches a controller has one. */
+export interface Principal {
+  /** Stable identifier used for lock ownership, audit and RBAC (`bootstrap-admin`, `user:…`, `svc:…`). */
+  subject: string;
+  kind: 'bootstrap' | 'user' | 'service';
+  /** How the caller proved it (for audit). */
+  via: 'bootstrap-token' | 'auth-disabled' | 'access-token' | 'api-token' | 's3-signature';
+  email?: string;
+  groups?: string[];
+}
+
+export const BOOTSTRAP_ADMIN = 'bootstrap-admin';
+
+/** The request property where the guard leaves the principal. */
+export const PRINCIPAL_KEY = 'principal';

@@ -1,0 +1,112 @@
+import { All, Controller, Req, Res, UseFilters } from '@nestjs/common';
+import { ApiExcludeController } from '@nestjs/swagger';
+import type { Request, Response } from 'express';
+import { AllowBasicAuth, CurrentPrincipal } from '../auth/auth.decorators';
+import type { Principal } from '../auth/principal';
+import { DomainError } from '../common/errors';
+import { assertWorkspace, unitNameFromRawPath } from '../common/names';
+import { declaredLength, headerValue, readSmallBody } from '../common/raw-body';
+import { sendState } from '../common/state-response';
+import { lockIdFromBody, MAX_LOCK_INFO_BYTES } from '../locks/lock-info';
+import { LocksService } from '../locks/locks.service';
+import { StateAddress, StateService } from '../state/state.service';
+import { BackendExceptionFilter } from './backend-exception.filter';
+
+export const BACKEND_PREFIX = '/v1/backend/';
+
+/** The query of a backend URL, read from the raw URL (`?lock`, `?ID=`, `?workspace=`). */
+function backendQuery(req: Request): URLSearchParams {
+  const q = req.originalUrl.indexOf('?');
+  return new URLSearchParams(q < 0 ? '' : req.originalUrl.slice(q + 1));
+}
+
+/**
+ * Terraform's built-in `backend "http"` at `/v1/backend/<unit…>`: GET, POST/PUT (update with
+ * `?ID=`), DELETE, LOCK, UNLOCK — and, for `lock_method`/`unlock_method` set to POST/PUT and
+ * DELETE, the same URL with `?lock`. The unit is read from the raw URL, never from Express's
+ * decoded wildcard. Documented in the README (Swagger has no LOCK/UNLOCK).
+ */
+@ApiExcludeController()
+@AllowBasicAuth()
+@UseFilters(BackendExceptionFilter)
+@Controller('v1/backend')
+export class BackendController {
+  constructor(
+    private readonly states: StateService,
+    private readonly locks: LocksService,
+  ) {}
+
+  @All(['', '*unit'])
+  async handle(
+    @Req() req: Request,
+    @Res() res: Response,
+    @CurrentPrincipal() principal: Principal,
+  ): Promise<void> {
+    const path = req.originalUrl.startsWith(BACKEND_PREFIX)
+      ? req.originalUrl.slice(BACKEND_PREFIX.length)
+      : '';
+    const query = backendQuery(req);
+    const addr: StateAddress = {
+      unit: unitNameFromRawPath(path),
+      workspace: assertWorkspace(query.get('workspace') ?? undefined),
+    };
+    const lockUrl = query.has('lock');
+    const method = req.method.toUpperCase();
+
+    if (method === 'LOCK' || (lockUrl && (method === 'POST' || method === 'PUT'))) {
+      const body = await readSmallBody(req, MAX_LOCK_INFO_BYTES);
+      const held = await this.locks.acquire(addr, principal, body, { generateId: false });
+      res.status(200).type('application/json').send(held.infoJson);
+      return;
+    }
+    if (method === 'UNLOCK' || (lockUrl && method === 'DELETE')) {
+      const body = await readSmallBody(req, MAX_LOCK_INFO_BYTES);
+      const id = lockIdFromBody(body);
+      // `terraform force-unlock` sends an empty body: it cannot prove it holds the lock.
+      if (id === undefined) await this.locks.forceUnlock(addr, principal, 'http');
+      else await this.locks.release(addr, principal, id);
+      res.status(200).end();
+      return;
+    }
+    switch (method) {
+      case 'GET':
+      case 'HEAD': {
+        if (method === 'HEAD') {
+          const v = await this.states.current(addr, principal);
+          res
+            .status(200)
+            .set({ 'Content-Type': 'application/json', 'Content-Length': String(v.size) })
+            .end();
+          return;
+        }
+        await sendState(res, await this.states.openCurrent(addr, principal));
+        return;
+      }
+      case 'POST':
+      case 'PUT': {
+        const id = query.get('ID') ?? undefined;
+        const result = await this.states.write({
+          ...addr,
+          principal,
+          door: 'http',
+          body: req,
+          lockId: id === '' ? undefined : id,
+          contentLength: declaredLength(req.headers['content-length']),
+          contentMd5: headerValue(req.headers['content-md5']),
+        });
+        res.status(200).json(result);
+        return;
+      }
+      case 'DELETE':
+        await this.states.deleteState(addr, principal, 'http', query.get('ID') ?? undefined);
+        res.status(200).end();
+        return;
+      default:
+        res.setHeader('Allow', 'GET, HEAD, POST, PUT, DELETE, LOCK, UNLOCK');
+        throw new DomainError(
+          'invalid_request',
+          `method ${method} is not supported by the http backend`,
+        );
+    }
+  }
+}

@@ -1,0 +1,31 @@
+import type { AppConfig } from '../config/config';
+import { createDataSource, databaseTarget } from '../database/data-source';
+import { EmbeddedPostgres } from '../database/embedded-postgres';
+import { migrateUnderLock } from '../database/migrator';
+import { schemaDrift } from '../database/schema-check';
+
+/** `statehouse migrate [--check]`: returns the process exit code. */
+export async function runMigrateCommand(config: AppConfig, check: boolean): Promise<number> {
+  const embedded = config.databaseUrl ? undefined : await EmbeddedPostgres.start(config.dataDir);
+  const ds = createDataSource(databaseTarget(config, embedded?.socketDir));
+  try {
+    await ds.initialize();
+    const applied = await migrateUnderLock(ds);
+    process.stdout.write(
+      applied.length > 0 ? `applied: ${applied.join(', ')}\n` : 'no pending migrations\n',
+    );
+    if (!check) return 0;
+    const drift = await schemaDrift(ds);
+    if (drift.length === 0) {
+      process.stdout.write('entities and migrations agree\n');
+      return 0;
+    }
+    process.stderr.write(
+      `entities and migrations disagree; a migration is missing for:\n${drift.map((q) => `  ${q};`).join('\n')}\n`,
+    );
+    return 1;
+  } finally {
+    if (ds.isInitialized) await ds.destroy();
+    await embedded?.stop();
+  }
+}

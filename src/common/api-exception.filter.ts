@@ -1,0 +1,112 @@
+import { ArgumentsHost, Catch, ExceptionFilter, HttpException, Logger } from '@nestjs/common';
+import type { Response } from 'express';
+import { toDomainError } from './error-mapping';
+import { DomainError, httpStatusOf } from './errors';
+import { currentRequestContext } from './request-context';
+
+export interface ErrorBody {
+  statusCode: number;
+  error: string;
+  code: string;
+  message: string;
+  requestId?: string;
+  /** The lock holder's LockInfo, as its client sent it, when a lock caused the refusal. */
+  lock?: Record<string, unknown>;
+  lockHolder?: string;
+}
+
+const REASONS: Record<number, string> = {
+  400: 'Bad Request',
+  401: 'Unauthorized',
+  403: 'Forbidden',
+  404: 'Not Found',
+  405: 'Method Not Allowed',
+  409: 'Conflict',
+  413: 'Payload Too Large',
+  415: 'Unsupported Media Type',
+  423: 'Locked',
+  500: 'Internal Server Error',
+  503: 'Service Unavailable',
+};
+
+const logger = new Logger('errors');
+
+/** Turns anything thrown into a status and a JSON body; logs the unexpected once, with its id. */
+export function describeError(e: unknown): {
+  status: number;
+  body: ErrorBody;
+  error: DomainError | HttpException;
+} {
+  const err = toDomainError(e);
+  const requestId = currentRequestContext()?.requestId;
+  if (err instanceof HttpException) {
+    const status = err.getStatus();
+    const res = err.getResponse();
+    const message =
+      typeof res === 'object' && res !== null && 'message' in res
+        ? [res.message].flat().join('; ')
+        : err.message;
+    return {
+      status,
+      error: err,
+      body: {
+        statusCode: status,
+        error: REASONS[status] ?? 'Error',
+        code: status === 404 ? 'not_found' : status === 400 ? 'invalid_request' : `http_${status}`,
+        message,
+        requestId,
+      },
+    };
+  }
+  const status = httpStatusOf(err.code);
+  if (err.code === 'internal') logger.error({ err: e, requestId }, 'unexpected error');
+  if (err.code === 'unavailable') logger.warn({ err: e, requestId }, 'dependency unavailable');
+  const body: ErrorBody = {
+    statusCode: status,
+    error: REASONS[status] ?? 'Error',
+    code: err.code,
+    message:
+      err.code === 'internal'
+        ? `internal error (request id ${requestId ?? 'unknown'})`
+        : err.message,
+    requestId,
+  };
+  if (err.lock) {
+    try {
+      body.lock = JSON.parse(err.lock.infoJson) as Record<string, unknown>;
+    } catch {
+      body.lock = { ID: err.lock.id };
+    }
+    body.lockHolder = err.lock.principal;
+  }
+  return { status, body, error: err };
+}
+
+/** Sends an error unless the answer has already started (then the connection is cut). */
+export function sendError(
+  res: Response,
+  status: number,
+  contentType: string,
+  payload: string,
+): void {
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  if (status === 401 && !res.getHeader('WWW-Authenticate')) {
+    res.setHeader('WWW-Authenticate', 'Bearer realm="statehouse"');
+  }
+  if (status === 413) res.setHeader('Connection', 'close');
+  res.status(status).type(contentType).send(payload);
+}
+
+/** The management API's error format: JSON with a stable `code`. */
+@Catch()
+export class ApiExceptionFilter implements ExceptionFilter {
+  catch(exception: unknown, host: ArgumentsHost): void {
+    const ctx = host.switchToHttp();
+    const res = ctx.getResponse<Response>();
+    const { status, body } = describeError(exception);
+    sendError(res, status, 'application/json', JSON.stringify(body));
+  }
+}

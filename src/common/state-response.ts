@@ -1,0 +1,21 @@
+import type { Response } from 'express';
+import { pipeline } from 'node:stream/promises';
+import type { OpenedState } from '../state/state.service';
+
+/** Streams a stored state as the answer, with its exact length and identity headers. */
+export async function sendState(res: Response, opened: OpenedState): Promise<void> {
+  const { version, body } = opened;
+  res.status(200);
+  res.setHeader('Content-Type', 'application/json');
+  res.setHeader('Content-Length', String(version.size));
+  res.setHeader('Content-MD5', Buffer.from(version.md5, 'hex').toString('base64'));
+  res.setHeader('X-Statehouse-Version', String(version.version));
+  res.setHeader('Cache-Control', 'no-store');
+  try {
+    await pipeline(body, res);
+  } catch {
+    // The client went away, or the blob failed midway: the connection is cut, which a client
+    // sees as a failed download (never as a short, valid-looking state).
+    res.destroy();
+  }
+}

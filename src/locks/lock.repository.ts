@@ -1,0 +1,79 @@
+import { Injectable } from '@nestjs/common';
+import { DataSource, EntityManager } from 'typeorm';
+import { HeldLock } from '../common/errors';
+import { toHeldLock } from '../state/state.repository';
+
+export interface LockListRow {
+  unit: string;
+  workspace: string;
+  lock_id: string;
+  info: string;
+  principal: string;
+  created_at: Date;
+}
+
+/** SQL for lock rows. The state row must exist; the state module creates it. */
+@Injectable()
+export class LockRepository {
+  constructor(private readonly db: DataSource) {}
+
+  /**
+   * The whole acquire, in one statement: the primary key on `state_id` lets exactly one
+   * concurrent insert win, on any number of replicas. A loser gets no row back.
+   */
+  async tryInsert(
+    m: EntityManager,
+    stateId: string,
+    lockId: string,
+    info: string,
+    principal: string,
+  ): Promise<HeldLock | undefined> {
+    const rows = await m.query<Parameters<typeof toHeldLock>[0][]>(
+      `INSERT INTO locks (state_id, lock_id, info, principal) VALUES ($1, $2, $3, $4)
+       ON CONFLICT (state_id) DO NOTHING
+       RETURNING lock_id, info, principal, created_at`,
+      [stateId, lockId, info, principal],
+    );
+    return rows.length > 0 ? toHeldLock(rows[0]) : undefined;
+  }
+
+  /**
+   * Release by the holder: deletes only when both the ID and the principal match, and records
+   * the released lock so a retry whose first answer was lost still succeeds.
+   */
+  async deleteIfHeldBy(
+    m: EntityManager,
+    stateId: string,
+    lockId: string,
+    principal: string,
+  ): Promise<boolean> {
+    const rows = await m.query<unknown[]>(
+      'DELETE FROM locks WHERE state_id = $1 AND lock_id = $2 AND principal = $3 RETURNING 1',
+      [stateId, lockId, principal],
+    );
+    if (rows.length === 0) return false;
+    await m.query('UPDATE states SET last_lock_id = $2, last_lock_principal = $3 WHERE id = $1', [
+      stateId,
+      lockId,
+      principal,
+    ]);
+    return true;
+  }
+
+  /** Force-unlock: removes whatever lock is held and returns it. */
+  async deleteAny(m: EntityManager, stateId: string): Promise<HeldLock | undefined> {
+    const rows = await m.query<Parameters<typeof toHeldLock>[0][]>(
+      'DELETE FROM locks WHERE state_id = $1 RETURNING lock_id, info, principal, created_at',
+      [stateId],
+    );
+    return rows.length > 0 ? toHeldLock(rows[0]) : undefined;
+  }
+
+  async list(): Promise<LockListRow[]> {
+    return await this.db.query<LockListRow[]>(
+      `SELECT u.name AS unit, s.workspace, l.lock_id, l.info, l.principal, l.created_at
+         FROM locks l JOIN states s ON s.id = l.state_id JOIN units u ON u.id = s.unit_id
+        ORDER BY u.name, s.workspace`,
+    );
+  }
+}

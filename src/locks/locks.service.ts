@@ -1,0 +1,164 @@
+import { Injectable } from '@nestjs/common';
+import { AuditService } from '../audit/audit.service';
+import { Principal } from '../auth/principal';
+import { DomainError, HeldLock } from '../common/errors';
+import { assertUnitName } from '../common/names';
+import { AuthorizationService } from '../rbac/authorization.service';
+import { StateAddress, StateService } from '../state/state.service';
+import { Door } from '../state/state.views';
+import { parseLockInfo } from './lock-info';
+import { LockRepository } from './lock.repository';
+import { lockView, LockView } from './locks.views';
+
+/**
+ * The lock authority of ARCHITECTURE.md, the same for every door: acquire (idempotent for the
+ * same principal and ID), release by the holder (idempotent for a retried release), and
+ * force-unlock as its own, audited action.
+ */
+@Injectable()
+export class LocksService {
+  constructor(
+    private readonly locks: LockRepository,
+    private readonly states: StateService,
+    private readonly authz: AuthorizationService,
+    private readonly audit: AuditService,
+  ) {}
+
+  async acquire(
+    addr: StateAddress,
+    principal: Principal,
+    body: Buffer,
+    options: { generateId: boolean },
+  ): Promise<HeldLock> {
+    assertUnitName(addr.unit);
+    await this.authz.authorize(principal, 'unit.lock', addr);
+    const { id, infoJson } = parseLockInfo(body, options.generateId);
+    return this.states.transaction(async (m) => {
+      const stateId = await this.states.ensureStateForLock(m, addr, principal);
+      // A concurrent release can empty the row between our insert and our look; try again.
+      for (let attempt = 0; attempt < 5; attempt++) {
+        const won = await this.locks.tryInsert(m, stateId, id, infoJson, principal.subject);
+        if (won) return won;
+        const holder = await this.states.holderOf(m, stateId);
+        if (holder === null) continue;
+        if (holder.principal === principal.subject && holder.id === id) return holder;
+        throw new DomainError(
+          'lock_conflict',
+          `${addr.unit} (workspace ${addr.workspace}) is locked by ${holder.principal} (lock ${holder.id})`,
+          holder,
+        );
+      }
+      throw new DomainError('unavailable', 'the lock is changing hands too fast; try again');
+    });
+  }
+
+  async release(addr: StateAddress, principal: Principal, lockId: string): Promise<void> {
+    assertUnitName(addr.unit);
+    await this.authz.authorize(principal, 'unit.lock', addr);
+    await this.states.transaction(async (m) => {
+      const state = await this.states.findStateRow(m, addr);
+      if (state && (await this.locks.deleteIfHeldBy(m, state.id, lockId, principal.subject)))
+        return;
+      const holder = state ? await this.states.holderOf(m, state.id) : null;
+      if (holder === null) {
+        if (state?.last_lock_id === lockId && state.last_lock_principal === principal.subject) {
+          return; // a retried release whose first answer was lost
+        }
+        throw new DomainError(
+          'lock_not_held',
+          `lock ${lockId} is not held on ${addr.unit} (workspace ${addr.workspace}); was it force-unlocked?`,
+        );
+      }
+      if (holder.id !== lockId) {
+        throw new DomainError(
+          'lock_mismatch',
+          `lock ${lockId} does not match the held lock ${holder.id} on ${addr.unit} (workspace ${addr.workspace})`,
+          holder,
+        );
+      }
+      throw new DomainError(
+        'locked',
+        `lock ${lockId} is held by ${holder.principal}; only its holder releases it (others need force-unlock)`,
+        holder,
+      );
+    });
+  }
+
+  /** Removes any lock; needs `unit.force-unlock`; always audited. Undefined when none was held. */
+  async forceUnlock(
+    addr: StateAddress,
+    principal: Principal,
+    door: Door,
+  ): Promise<HeldLock | undefined> {
+    assertUnitName(addr.unit);
+    try {
+      await this.authz.authorize(principal, 'unit.force-unlock', addr);
+    } catch (e) {
+      this.audit.record({
+        type: 'lock.force_unlock',
+        actor: principal.subject,
+        outcome: 'denied',
+        unit: addr.unit,
+        workspace: addr.workspace,
+        door,
+      });
+      throw e;
+    }
+    const removed = await this.states.transaction(async (m) => {
+      const state = await this.states.findStateRow(m, addr);
+      return state ? this.locks.deleteAny(m, state.id) : undefined;
+    });
+    this.audit.record({
+      type: 'lock.force_unlock',
+      actor: principal.subject,
+      outcome: 'success',
+      unit: addr.unit,
+      workspace: addr.workspace,
+      door,
+      details: removed
+        ? {
+            lock_id: removed.id,
+            holder: removed.principal,
+            held_since: removed.createdAt.toISOString(),
+          }
+        : { lock_id: null },
+    });
+    return removed;
+  }
+
+  async get(addr: StateAddress, principal: Principal): Promise<LockView> {
+    assertUnitName(addr.unit);
+    await this.authz.authorize(principal, 'unit.read', addr);
+    const holder = await this.states.transaction(async (m) => {
+      const state = await this.states.findStateRow(m, addr);
+      return state ? this.states.holderOf(m, state.id) : null;
+    });
+    if (!holder) {
+      throw new DomainError(
+        'lock_not_found',
+        `${addr.unit} (workspace ${addr.workspace}) is not locked`,
+      );
+    }
+    return lockView(addr.unit, addr.workspace, holder);
+  }
+
+  /** Held locks the caller may read, with their age. */
+  async list(principal: Principal): Promise<LockView[]> {
+    const rows = await this.locks.list();
+    const now = Date.now();
+    const out: LockView[] = [];
+    for (const r of rows) {
+      if (await this.authz.can(principal, 'unit.read', { unit: r.unit, workspace: r.workspace })) {
+        out.push(
+          lockView(
+            r.unit,
+            r.workspace,
+            { id: r.lock_id, infoJson: r.info, principal: r.principal, createdAt: r.created_at },
+            now,
+          ),
+        );
+      }
+    }
+    return out;
+  }
+}

@@ -1,0 +1,94 @@
+import 'reflect-metadata';
+import { INestApplication, ValidationPipe } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { NestExpressApplication } from '@nestjs/platform-express';
+import { SwaggerModule } from '@nestjs/swagger';
+import express, { NextFunction, Request, Response } from 'express';
+import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { Logger } from 'nestjs-pino';
+import { AppModule } from './app.module';
+import { AppConfig } from './config/config';
+import { runWithRequestContext } from './common/request-context';
+import { buildOpenApi } from './openapi';
+
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/**
+ * Routes whose body is read raw by the handler (state bodies, LockInfo stored as sent, the S3
+ * door): no JSON parser may consume them first.
+ */
+export function isRawBodyRoute(method: string, path: string): boolean {
+  if (path.startsWith('/v1/backend/') || path === '/v1/backend' || path.startsWith('/s3'))
+    return true;
+  if (/^\/v1\/units\/[^/]+\/state$/.test(path)) return true;
+  return method === 'POST' && /^\/v1\/units\/[^/]+\/lock$/.test(path);
+}
+
+/** Builds the application (not listening yet). Tests call this too. */
+export async function createApp(config: AppConfig): Promise<NestExpressApplication> {
+  const app = await NestFactory.create<NestExpressApplication>(AppModule.forRoot(config), {
+    bodyParser: false,
+    bufferLogs: true,
+    abortOnError: false,
+    ...(config.tls
+      ? {
+          httpsOptions: {
+            cert: readFileSync(config.tls.certFile),
+            key: readFileSync(config.tls.keyFile),
+          },
+        }
+      : {}),
+  });
+  app.useLogger(app.get(Logger));
+  app.set('etag', false);
+  app.disable('x-powered-by');
+  app.set('trust proxy', config.trustedProxies.length > 0 ? config.trustedProxies : false);
+
+  app.use((req: Request & { id?: string }, res: Response, next: NextFunction) => {
+    const incoming = req.headers['x-request-id'];
+    const id = typeof incoming === 'string' && REQUEST_ID.test(incoming) ? incoming : randomUUID();
+    req.id = id;
+    res.setHeader('X-Request-Id', id);
+    runWithRequestContext({ requestId: id, clientIp: req.ip }, next);
+  });
+  const json = express.json({ limit: '1mb' });
+  app.use((req: Request, res: Response, next: NextFunction) => {
+    if (isRawBodyRoute(req.method, req.path)) return next();
+    json(req, res, (err?: unknown) => {
+      if (!err) return next();
+      const status = (err as { status?: number }).status ?? 400;
+      res.status(status).json({
+        statusCode: status,
+        error: status === 413 ? 'Payload Too Large' : 'Bad Request',
+        code: status === 413 ? 'too_large' : 'invalid_request',
+        message:
+          status === 413 ? 'JSON body is larger than 1 MiB' : 'request body is not valid JSON',
+        requestId: req.id,
+      });
+    });
+  });
+  app.useGlobalPipes(
+    new ValidationPipe({ whitelist: true, forbidNonWhitelisted: true, transform: true }),
+  );
+  SwaggerModule.setup('docs', app, () => buildOpenApi(app), {
+    jsonDocumentUrl: 'docs/openapi.json',
+  });
+  app.enableShutdownHooks();
+  return app;
+}
+
+/** Starts the server and resolves once it listens. */
+export async function startServer(config: AppConfig): Promise<INestApplication> {
+  const started = Date.now();
+  const app = await createApp(config);
+  for (const w of config.warnings) app.get(Logger).warn(w);
+  await app.listen(config.port, config.host);
+  const address = app.getHttpServer().address() as { port: number } | string;
+  app
+    .get(Logger)
+    .log(
+      `Statehouse listening on ${config.tls ? 'https' : 'http'}://${config.host}:${typeof address === 'string' ? address : address.port} (started in ${Date.now() - started} ms, storage ${config.storage.driver}, database ${config.databaseUrl ? 'postgresql' : 'embedded'})`,
+    );
+  return app;
+}

@@ -1,0 +1,61 @@
+import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
+import { Type } from 'class-transformer';
+import { IsInt, IsOptional, IsString, Matches, Max, MaxLength, Min } from 'class-validator';
+
+export class CreateUnitDto {
+  @ApiProperty({
+    example: 'team-a/network/prod',
+    description: 'Segments of [A-Za-z0-9._-] joined by "/"',
+  })
+  @IsString()
+  name!: string;
+}
+
+export class WorkspaceQuery {
+  @ApiPropertyOptional({ example: 'default', description: 'Workspace (default `default`)' })
+  @IsOptional()
+  @IsString()
+  workspace?: string;
+}
+
+export class WriteStateQuery extends WorkspaceQuery {
+  @ApiPropertyOptional({
+    description: 'ID of the lock the writer holds (required while the state is locked)',
+  })
+  @IsOptional()
+  @IsString()
+  @MaxLength(256)
+  lock_id?: string;
+}
+
+export class PageQuery {
+  @ApiPropertyOptional({ minimum: 1, maximum: 1000, default: 100 })
+  @IsOptional()
+  @Type(() => Number)
+  @IsInt()
+  @Min(1)
+  @Max(1000)
+  limit?: number;
+
+  @ApiPropertyOptional({ description: 'nextCursor of the previous page' })
+  @IsOptional()
+  @IsString()
+  @MaxLength(2048)
+  cursor?: string;
+}
+
+export class ListUnitsQuery extends PageQuery {
+  @ApiPropertyOptional({ example: 'team-a/', description: 'Only names starting with this' })
+  @IsOptional()
+  @IsString()
+  @MaxLength(256)
+  @Matches(/^[A-Za-z0-9._/-]*$/, { message: 'prefix may only contain letters, digits and . _ - /' })
+  prefix?: string;
+}
+
+export class ListVersionsQuery extends PageQuery {
+  @ApiPropertyOptional({ example: 'default' })
+  @IsOptional()
+  @IsString()
+  workspace?: string;
+}

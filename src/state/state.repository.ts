@@ -1,0 +1,422 @@
+import { Injectable } from '@nestjs/common';
+import { DataSource, EntityManager } from 'typeorm';
+import { HeldLock } from '../common/errors';
+
+export interface UnitRow {
+  id: string;
+  name: string;
+  created_at: Date;
+  created_by: string;
+  deleted_at: Date | null;
+  deleted_by: string | null;
+}
+
+export interface StateRow {
+  id: string;
+  unit_id: string;
+  workspace: string;
+  current_version_id: string | null;
+  next_version: number;
+  created_at: Date;
+  deleted_at: Date | null;
+  deleted_with_unit: boolean;
+  last_lock_id: string | null;
+  last_lock_principal: string | null;
+}
+
+export interface VersionRow {
+  id: string;
+  state_id: string;
+  version: number;
+  serial: string | null;
+  lineage: string | null;
+  terraform_version: string | null;
+  encrypted: boolean;
+  sha256: string;
+  md5: string;
+  size: string;
+  blob_key: string;
+  outputs: Record<string, unknown> | null;
+  created_at: Date;
+  created_by: string;
+  door: string;
+  restored_from: number | null;
+}
+
+export type NewVersion = Omit<VersionRow, 'id' | 'created_at' | 'version'>;
+
+export interface StateSummaryRow extends StateRow {
+  current_version: number | null;
+  current_serial: string | null;
+  current_size: string | null;
+  current_created_at: Date | null;
+  lock_id: string | null;
+  lock_principal: string | null;
+}
+
+interface LockRow {
+  lock_id: string;
+  info: string;
+  principal: string;
+  created_at: Date;
+}
+
+export function toHeldLock(row: LockRow): HeldLock {
+  return {
+    id: row.lock_id,
+    infoJson: row.info,
+    principal: row.principal,
+    createdAt: row.created_at,
+  };
+}
+
+const VERSION_COLUMNS = `v.id, v.state_id, v.version, v.serial, v.lineage, v.terraform_version,
+  v.encrypted, v.sha256, v.md5, v.size, v.blob_key, v.outputs, v.created_at, v.created_by,
+  v.door, v.restored_from`;
+
+/**
+ * SQL for units, states (a unit's workspaces) and versions. Methods that take an
+ * `EntityManager` run inside the caller's transaction; on the embedded database (one
+ * connection) nothing may query outside that manager while the transaction is open.
+ */
+@Injectable()
+export class StateRepository {
+  constructor(private readonly db: DataSource) {}
+
+  transaction<T>(work: (m: EntityManager) => Promise<T>): Promise<T> {
+    return this.db.transaction('READ COMMITTED', work);
+  }
+
+  get manager(): EntityManager {
+    return this.db.manager;
+  }
+
+  async findUnit(m: EntityManager, name: string): Promise<UnitRow | undefined> {
+    const rows = await m.query<UnitRow[]>('SELECT * FROM units WHERE name = $1', [name]);
+    return rows[0];
+  }
+
+  /**
+   * The live unit, share-locked until the transaction ends so a concurrent delete waits for us
+   * (and we for it). Creates the unit when absent, and revives it when soft-deleted: a door
+   * that locks or writes a unit that does not exist creates it. Its deleted workspaces stay
+   * deleted (and restorable); only the one being used comes back, by being written.
+   */
+  async ensureUnit(
+    m: EntityManager,
+    name: string,
+    principal: string,
+  ): Promise<{ unit: UnitRow; created: boolean; revived: boolean }> {
+    const live = await m.query<UnitRow[]>(
+      'SELECT * FROM units WHERE name = $1 AND deleted_at IS NULL FOR SHARE',
+      [name],
+    );
+    if (live.length > 0) return { unit: live[0], created: false, revived: false };
+    // Insert, or revive a soft-deleted unit; the row lock it takes lasts until commit.
+    const rows = await m.query<(UnitRow & { inserted: boolean })[]>(
+      `INSERT INTO units (name, created_by) VALUES ($1, $2)
+       ON CONFLICT (name) DO UPDATE SET deleted_at = NULL, deleted_by = NULL
+       RETURNING *, (xmax = 0) AS inserted`,
+      [name, principal],
+    );
+    const { inserted, ...unit } = rows[0];
+    return { unit, created: inserted, revived: !inserted };
+  }
+
+  /** Creates a unit; undefined when the name is taken (live or soft-deleted). */
+  async insertUnit(
+    m: EntityManager,
+    name: string,
+    principal: string,
+  ): Promise<UnitRow | undefined> {
+    const rows = await m.query<UnitRow[]>(
+      `INSERT INTO units (name, created_by) VALUES ($1, $2)
+       ON CONFLICT (name) DO NOTHING RETURNING *`,
+      [name, principal],
+    );
+    return rows[0];
+  }
+
+  /** The state row of (unit, workspace), created when absent. */
+  async ensureState(m: EntityManager, unitId: string, workspace: string): Promise<StateRow> {
+    await m.query(
+      `INSERT INTO states (unit_id, workspace) VALUES ($1, $2)
+       ON CONFLICT (unit_id, workspace) DO NOTHING`,
+      [unitId, workspace],
+    );
+    const rows = await m.query<StateRow[]>(
+      'SELECT * FROM states WHERE unit_id = $1 AND workspace = $2',
+      [unitId, workspace],
+    );
+    return rows[0];
+  }
+
+  async findState(
+    m: EntityManager,
+    unitId: string,
+    workspace: string,
+  ): Promise<StateRow | undefined> {
+    const rows = await m.query<StateRow[]>(
+      'SELECT * FROM states WHERE unit_id = $1 AND workspace = $2',
+      [unitId, workspace],
+    );
+    return rows[0];
+  }
+
+  /**
+   * Locks the state row for the rest of the transaction. Writers, restores, deletes and lock
+   * acquisition all take it, so a version commit never interleaves with another change of the
+   * same state: each sees the pointer the previous one left.
+   */
+  async lockStateRow(m: EntityManager, stateId: string): Promise<StateRow> {
+    const rows = await m.query<StateRow[]>('SELECT * FROM states WHERE id = $1 FOR NO KEY UPDATE', [
+      stateId,
+    ]);
+    return rows[0];
+  }
+
+  /** Share-locks the state row: lock acquisition waits for an in-flight version commit. */
+  async shareStateRow(m: EntityManager, stateId: string): Promise<void> {
+    await m.query('SELECT 1 FROM states WHERE id = $1 FOR SHARE', [stateId]);
+  }
+
+  async holderOf(m: EntityManager, stateId: string): Promise<HeldLock | null> {
+    const rows = await m.query<LockRow[]>(
+      'SELECT lock_id, info, principal, created_at FROM locks WHERE state_id = $1',
+      [stateId],
+    );
+    return rows.length > 0 ? toHeldLock(rows[0]) : null;
+  }
+
+  /** Any lock held on any workspace of the unit (a locked unit cannot be deleted). */
+  async anyHolderInUnit(
+    m: EntityManager,
+    unitId: string,
+  ): Promise<(HeldLock & { workspace: string }) | null> {
+    const rows = await m.query<(LockRow & { workspace: string })[]>(
+      `SELECT l.lock_id, l.info, l.principal, l.created_at, s.workspace
+         FROM locks l JOIN states s ON s.id = l.state_id
+        WHERE s.unit_id = $1 ORDER BY s.workspace LIMIT 1`,
+      [unitId],
+    );
+    return rows.length > 0 ? { ...toHeldLock(rows[0]), workspace: rows[0].workspace } : null;
+  }
+
+  async findVersionById(m: EntityManager, id: string): Promise<VersionRow | undefined> {
+    const rows = await m.query<VersionRow[]>(
+      `SELECT ${VERSION_COLUMNS} FROM versions v WHERE v.id = $1`,
+      [id],
+    );
+    return rows[0];
+  }
+
+  async findVersion(
+    m: EntityManager,
+    stateId: string,
+    version: number,
+  ): Promise<VersionRow | undefined> {
+    const rows = await m.query<VersionRow[]>(
+      `SELECT ${VERSION_COLUMNS} FROM versions v WHERE v.state_id = $1 AND v.version = $2`,
+      [stateId, version],
+    );
+    return rows[0];
+  }
+
+  /**
+   * The current version of a live state of a live unit, in one read: what GET serves.
+   */
+  async findCurrent(
+    m: EntityManager,
+    unitName: string,
+    workspace: string,
+  ): Promise<{ unit: UnitRow | undefined; version: VersionRow | undefined }> {
+    const rows = await m.query<(VersionRow & { unit_id: string; unit_deleted_at: Date | null })[]>(
+      `SELECT u.id AS unit_id, u.deleted_at AS unit_deleted_at, ${VERSION_COLUMNS}
+         FROM units u
+         LEFT JOIN states s ON s.unit_id = u.id AND s.workspace = $2 AND s.deleted_at IS NULL
+         LEFT JOIN versions v ON v.id = s.current_version_id
+        WHERE u.name = $1`,
+      [unitName, workspace],
+    );
+    if (rows.length === 0) return { unit: undefined, version: undefined };
+    const row = rows[0];
+    const unit = { id: row.unit_id, name: unitName, deleted_at: row.unit_deleted_at } as UnitRow;
+    if (row.unit_deleted_at !== null || row.id === null) return { unit, version: undefined };
+    return { unit, version: row };
+  }
+
+  /** Inserts the next version of the state; the caller holds the state row lock. */
+  async insertVersion(m: EntityManager, state: StateRow, v: NewVersion): Promise<VersionRow> {
+    const rows = await m.query<VersionRow[]>(
+      `INSERT INTO versions (state_id, version, serial, lineage, terraform_version, encrypted,
+                             sha256, md5, size, blob_key, outputs, created_by, door, restored_from)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+       RETURNING *`,
+      [
+        state.id,
+        state.next_version,
+        v.serial,
+        v.lineage,
+        v.terraform_version,
+        v.encrypted,
+        v.sha256,
+        v.md5,
+        v.size,
+        v.blob_key,
+        v.outputs === null ? null : JSON.stringify(v.outputs),
+        v.created_by,
+        v.door,
+        v.restored_from,
+      ],
+    );
+    return rows[0];
+  }
+
+  /** The pointer swap: the new version becomes current, and the state is live again. */
+  async setCurrent(m: EntityManager, stateId: string, versionId: string): Promise<void> {
+    await m.query(
+      `UPDATE states SET current_version_id = $2, next_version = next_version + 1,
+              deleted_at = NULL, deleted_with_unit = false
+        WHERE id = $1`,
+      [stateId, versionId],
+    );
+  }
+
+  /**
+   * Retention: drops versions older than the newest `keep` of the state, never the current one.
+   * Returns blob keys that no remaining version refers to (to delete after commit).
+   */
+  async pruneVersions(
+    m: EntityManager,
+    stateId: string,
+    newestVersion: number,
+    keep: number,
+  ): Promise<string[]> {
+    const dropped = await m.query<{ blob_key: string }[]>(
+      `DELETE FROM versions v USING states s
+        WHERE v.state_id = $1 AND s.id = v.state_id AND v.version <= $2
+          AND v.id IS DISTINCT FROM s.current_version_id
+        RETURNING v.blob_key`,
+      [stateId, newestVersion - keep],
+    );
+    return this.unreferenced(
+      m,
+      dropped.map((r) => r.blob_key),
+    );
+  }
+
+  /** Of these blob keys, those no version refers to any more (reference counting). */
+  async unreferenced(m: EntityManager, keys: string[]): Promise<string[]> {
+    if (keys.length === 0) return [];
+    const unique = [...new Set(keys)];
+    const still = await m.query<{ blob_key: string }[]>(
+      'SELECT DISTINCT blob_key FROM versions WHERE blob_key = ANY($1::text[])',
+      [unique],
+    );
+    const kept = new Set(still.map((r) => r.blob_key));
+    return unique.filter((k) => !kept.has(k));
+  }
+
+  async softDeleteState(m: EntityManager, stateId: string): Promise<void> {
+    await m.query('UPDATE states SET deleted_at = now(), deleted_with_unit = false WHERE id = $1', [
+      stateId,
+    ]);
+  }
+
+  async undeleteState(m: EntityManager, stateId: string): Promise<void> {
+    await m.query('UPDATE states SET deleted_at = NULL, deleted_with_unit = false WHERE id = $1', [
+      stateId,
+    ]);
+  }
+
+  /** Locks the unit row for a delete, undelete or purge. */
+  async lockUnit(m: EntityManager, name: string): Promise<UnitRow | undefined> {
+    const rows = await m.query<UnitRow[]>('SELECT * FROM units WHERE name = $1 FOR UPDATE', [name]);
+    return rows[0];
+  }
+
+  async softDeleteUnit(m: EntityManager, unitId: string, principal: string): Promise<void> {
+    await m.query(
+      `UPDATE states SET deleted_at = now(), deleted_with_unit = true
+        WHERE unit_id = $1 AND deleted_at IS NULL`,
+      [unitId],
+    );
+    await m.query('UPDATE units SET deleted_at = now(), deleted_by = $2 WHERE id = $1', [
+      unitId,
+      principal,
+    ]);
+  }
+
+  async undeleteUnit(m: EntityManager, unitId: string): Promise<void> {
+    await m.query('UPDATE units SET deleted_at = NULL, deleted_by = NULL WHERE id = $1', [unitId]);
+    await m.query(
+      `UPDATE states SET deleted_at = NULL, deleted_with_unit = false
+        WHERE unit_id = $1 AND deleted_with_unit`,
+      [unitId],
+    );
+  }
+
+  /** Removes a unit and everything under it; returns blob keys to delete after commit. */
+  async purgeUnit(m: EntityManager, unitId: string): Promise<string[]> {
+    const keys = await m.query<{ blob_key: string }[]>(
+      `SELECT DISTINCT v.blob_key FROM versions v JOIN states s ON s.id = v.state_id
+        WHERE s.unit_id = $1`,
+      [unitId],
+    );
+    await m.query('DELETE FROM units WHERE id = $1', [unitId]);
+    return this.unreferenced(
+      m,
+      keys.map((r) => r.blob_key),
+    );
+  }
+
+  /** Removes one state (workspace) and its versions; returns blob keys to delete after commit. */
+  async purgeState(m: EntityManager, stateId: string): Promise<string[]> {
+    const keys = await m.query<{ blob_key: string }[]>(
+      'SELECT DISTINCT blob_key FROM versions WHERE state_id = $1',
+      [stateId],
+    );
+    await m.query('DELETE FROM states WHERE id = $1', [stateId]);
+    return this.unreferenced(
+      m,
+      keys.map((r) => r.blob_key),
+    );
+  }
+
+  /** Live units by name, `prefix` filtered, after `cursor` (keyset pagination). */
+  async listUnits(prefix: string, after: string | undefined, limit: number): Promise<UnitRow[]> {
+    return await this.db.query<UnitRow[]>(
+      `SELECT * FROM units
+        WHERE deleted_at IS NULL AND left(name, length($1)) = $1 AND ($2::text IS NULL OR name > $2)
+        ORDER BY name LIMIT $3`,
+      [prefix, after ?? null, limit],
+    );
+  }
+
+  async listStates(unitId: string): Promise<StateSummaryRow[]> {
+    return await this.db.query<StateSummaryRow[]>(
+      `SELECT s.*, v.version AS current_version, v.serial AS current_serial,
+              v.size AS current_size, v.created_at AS current_created_at,
+              l.lock_id, l.principal AS lock_principal
+         FROM states s
+         LEFT JOIN versions v ON v.id = s.current_version_id
+         LEFT JOIN locks l ON l.state_id = s.id
+        WHERE s.unit_id = $1
+        ORDER BY s.workspace`,
+      [unitId],
+    );
+  }
+
+  async listVersions(
+    stateId: string,
+    before: number | undefined,
+    limit: number,
+  ): Promise<VersionRow[]> {
+    return await this.db.query<VersionRow[]>(
+      `SELECT ${VERSION_COLUMNS} FROM versions v
+        WHERE v.state_id = $1 AND ($2::int IS NULL OR v.version < $2)
+        ORDER BY v.version DESC LIMIT $3`,
+      [stateId, before ?? null, limit],
+    );
+  }
+}

@@ -1,0 +1,642 @@
+import { Inject, Injectable, Logger } from '@nestjs/common';
+import { randomUUID } from 'node:crypto';
+import { Readable } from 'node:stream';
+import { EntityManager } from 'typeorm';
+import { AuditService } from '../audit/audit.service';
+import { Principal } from '../auth/principal';
+import { APP_CONFIG, AppConfig } from '../config/config';
+import { DomainError, HeldLock } from '../common/errors';
+import { assertUnitName } from '../common/names';
+import { feed } from '../common/streams';
+import { assertMayWrite, assertNotLockedByOther } from '../locks/lock-authority';
+import { AuthorizationService } from '../rbac/authorization.service';
+import { BLOB_STORE, BlobNotFoundError, BlobStore, ByteRange } from '../storage/blob-store';
+import { guardWrite } from './serial-guard';
+import { StateIngest, tooLarge } from './state-ingest';
+import { InspectedState } from './state-inspector';
+import { StateRepository, StateRow, UnitRow, VersionRow } from './state.repository';
+import {
+  Door,
+  OutputsView,
+  UnitDetailView,
+  UnitPageView,
+  unitView,
+  UnitView,
+  VersionPageView,
+  versionView,
+  VersionView,
+  workspaceView,
+  WriteResultView,
+} from './state.views';
+
+export interface StateAddress {
+  unit: string;
+  workspace: string;
+}
+
+export interface WriteRequest extends StateAddress {
+  principal: Principal;
+  door: Door;
+  body: Readable;
+  /** The lock the writer says it holds (HTTP `?ID=`, API `lock_id`). */
+  lockId?: string;
+  /** Declared `Content-Length`, checked before reading. */
+  contentLength?: number;
+  /** `Content-MD5` (base64) to verify. */
+  contentMd5?: string;
+  /** Extra checks on the finished body (the S3 door's checksums); throw to refuse. */
+  verify?: (digest: { sha256: string; md5: string; size: number }) => void;
+}
+
+export interface OpenedState {
+  version: VersionView;
+  body: Readable;
+}
+
+/** Written once, by `put`, under a key nothing else uses. */
+function newBlobKey(): string {
+  const id = randomUUID();
+  return `states/${id.slice(0, 2)}/${id}`;
+}
+
+function encodeCursor(value: string): string {
+  return Buffer.from(value, 'utf8').toString('base64url');
+}
+
+function decodeCursor(cursor: string | undefined): string | undefined {
+  if (cursor === undefined || cursor === '') return undefined;
+  const value = Buffer.from(cursor, 'base64url').toString('utf8');
+  if (value === '' || encodeCursor(value) !== cursor) {
+    throw new DomainError('invalid_request', 'cursor is not one this server returned');
+  }
+  return value;
+}
+
+/**
+ * Units, workspaces and versions: the write path with its serial guard, reads, history,
+ * restore, soft delete, undelete, purge and retention. Every door calls this service.
+ */
+@Injectable()
+export class StateService {
+  private readonly logger = new Logger(StateService.name);
+
+  constructor(
+    private readonly repo: StateRepository,
+    @Inject(BLOB_STORE) private readonly blobs: BlobStore,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+    private readonly authz: AuthorizationService,
+    private readonly audit: AuditService,
+  ) {}
+
+  // ---------------------------------------------------------------- units
+
+  async createUnit(name: string, principal: Principal): Promise<UnitView> {
+    assertUnitName(name);
+    await this.authz.authorize(principal, 'unit.create', { unit: name });
+    const row = await this.repo.transaction(async (m) => {
+      const inserted = await this.repo.insertUnit(m, name, principal.subject);
+      if (inserted) {
+        await this.repo.ensureState(m, inserted.id, 'default');
+        return inserted;
+      }
+      const existing = await this.repo.findUnit(m, name);
+      if (existing?.deleted_at) {
+        throw new DomainError(
+          'unit_deleted',
+          `unit ${name} was deleted; undelete it (POST /v1/units/{name}/undelete) or purge it first`,
+        );
+      }
+      throw new DomainError('unit_exists', `unit ${name} already exists`);
+    });
+    return unitView(row);
+  }
+
+  async listUnits(
+    principal: Principal,
+    prefix: string,
+    limit: number,
+    cursor: string | undefined,
+  ): Promise<UnitPageView> {
+    const after = decodeCursor(cursor);
+    const items: UnitView[] = [];
+    let last = after;
+    // Filter by read access, page by page, until the page is full or the names run out.
+    for (;;) {
+      const rows = await this.repo.listUnits(prefix, last, limit + 1);
+      for (const row of rows.slice(0, limit)) {
+        last = row.name;
+        if (await this.authz.can(principal, 'unit.read', { unit: row.name })) {
+          items.push(unitView(row));
+          if (items.length === limit) break;
+        }
+      }
+      if (items.length === limit || rows.length <= limit) {
+        const more = items.length === limit && (rows.length > limit || last !== rows.at(-1)?.name);
+        return { items, nextCursor: more && last !== undefined ? encodeCursor(last) : null };
+      }
+    }
+  }
+
+  async getUnit(name: string, principal: Principal): Promise<UnitDetailView> {
+    assertUnitName(name);
+    await this.authz.authorize(principal, 'unit.read', { unit: name });
+    const unit = await this.liveUnit(this.repo.manager, name);
+    const states = await this.repo.listStates(unit.id);
+    return { ...unitView(unit), workspaces: states.map(workspaceView) };
+  }
+
+  async listWorkspaces(name: string, principal: Principal): Promise<UnitDetailView['workspaces']> {
+    return (await this.getUnit(name, principal)).workspaces;
+  }
+
+  async deleteUnit(name: string, principal: Principal, door: Door): Promise<void> {
+    assertUnitName(name);
+    await this.authz.authorize(principal, 'unit.delete', { unit: name });
+    await this.repo.transaction(async (m) => {
+      const unit = await this.repo.lockUnit(m, name);
+      if (!unit || unit.deleted_at) throw unitNotFound(name);
+      const holder = await this.repo.anyHolderInUnit(m, unit.id);
+      if (holder) {
+        throw new DomainError(
+          'locked',
+          `unit ${name} cannot be deleted while workspace ${holder.workspace} is locked by ${holder.principal}`,
+          holder,
+        );
+      }
+      await this.repo.softDeleteUnit(m, unit.id, principal.subject);
+    });
+    this.audit.record({
+      type: 'unit.delete',
+      actor: principal.subject,
+      outcome: 'success',
+      unit: name,
+      door,
+    });
+  }
+
+  /** Undeletes a unit (with the workspaces its delete took), or one workspace's state. */
+  async undelete(name: string, workspace: string | undefined, principal: Principal): Promise<void> {
+    assertUnitName(name);
+    await this.authz.authorize(principal, 'unit.delete', { unit: name, workspace });
+    await this.repo.transaction(async (m) => {
+      const unit = await this.repo.lockUnit(m, name);
+      if (!unit) throw unitNotFound(name);
+      if (workspace === undefined) {
+        if (!unit.deleted_at) throw new DomainError('not_deleted', `unit ${name} is not deleted`);
+        await this.repo.undeleteUnit(m, unit.id);
+        return;
+      }
+      if (unit.deleted_at) {
+        throw new DomainError('unit_deleted', `unit ${name} is deleted; undelete the unit first`);
+      }
+      const state = await this.repo.findState(m, unit.id, workspace);
+      if (!state) throw stateNotFound(name, workspace);
+      await this.repo.lockStateRow(m, state.id);
+      if (!state.deleted_at || !state.current_version_id) {
+        throw new DomainError(
+          'not_deleted',
+          `the state of ${name} (workspace ${workspace}) is not deleted`,
+        );
+      }
+      await this.repo.undeleteState(m, state.id);
+    });
+    this.audit.record({
+      type: workspace === undefined ? 'unit.undelete' : 'state.undelete',
+      actor: principal.subject,
+      outcome: 'success',
+      unit: name,
+      workspace,
+      door: 'api',
+    });
+  }
+
+  /**
+   * Irreversibly removes a soft-deleted unit (or one soft-deleted workspace state) and its
+   * versions. Blobs go after the commit, and only those no remaining version refers to.
+   */
+  async purge(name: string, workspace: string | undefined, principal: Principal): Promise<void> {
+    assertUnitName(name);
+    await this.authz.authorize(principal, 'unit.purge', { unit: name, workspace });
+    const keys = await this.repo.transaction(async (m) => {
+      const unit = await this.repo.lockUnit(m, name);
+      if (!unit) throw unitNotFound(name);
+      if (workspace === undefined) {
+        if (!unit.deleted_at) {
+          throw new DomainError('not_deleted', `unit ${name} must be deleted before it is purged`);
+        }
+        return this.repo.purgeUnit(m, unit.id);
+      }
+      const state = await this.repo.findState(m, unit.id, workspace);
+      if (!state) throw stateNotFound(name, workspace);
+      await this.repo.lockStateRow(m, state.id);
+      if (!state.deleted_at) {
+        throw new DomainError(
+          'not_deleted',
+          `the state of ${name} (workspace ${workspace}) must be deleted before it is purged`,
+        );
+      }
+      if ((await this.repo.holderOf(m, state.id)) !== null) {
+        throw new DomainError('locked', `the state of ${name} (workspace ${workspace}) is locked`);
+      }
+      return this.repo.purgeState(m, state.id);
+    });
+    await this.deleteBlobs(keys);
+    this.audit.record({
+      type: workspace === undefined ? 'unit.purge' : 'state.purge',
+      actor: principal.subject,
+      outcome: 'success',
+      unit: name,
+      workspace,
+      door: 'api',
+      details: { blobs: keys.length },
+    });
+  }
+
+  // ---------------------------------------------------------------- state
+
+  /**
+   * The write path. 1) stream the body into a new blob while hashing and inspecting it; the
+   * blob is durable before step 2 and nothing points at it yet. 2) one transaction: lock the
+   * state row, check the lock authority and the serial guard against the current version,
+   * insert the version and swap the pointer. A failure anywhere leaves the previous version
+   * current; a blob that no version refers to is deleted.
+   */
+  async write(req: WriteRequest): Promise<WriteResultView> {
+    assertUnitName(req.unit);
+    const resource = { unit: req.unit, workspace: req.workspace };
+    // Writing needs read access too: a writer that only saw a synthesized state must not write.
+    await this.authz.authorize(req.principal, 'unit.read', resource);
+    await this.authz.authorize(req.principal, 'unit.write', resource);
+    if (req.contentLength !== undefined && req.contentLength > this.config.maxStateBytes) {
+      req.body.resume();
+      throw tooLarge(this.config.maxStateBytes);
+    }
+
+    const key = newBlobKey();
+    const ingest = new StateIngest(this.config.maxStateBytes);
+    let stored = false;
+    try {
+      await this.blobs.put(key, feed(req.body, ingest));
+      stored = true;
+      const digest = ingest.result();
+      if (req.contentMd5 !== undefined) {
+        const expected = Buffer.from(req.contentMd5, 'base64').toString('hex');
+        if (expected !== digest.md5) {
+          throw new DomainError('checksum_mismatch', 'Content-MD5 does not match the body');
+        }
+      }
+      req.verify?.(digest);
+      const outcome = await this.repo.transaction((m) =>
+        this.commitWrite(m, req, key, digest.inspected, digest),
+      );
+      if (!outcome.created) await this.deleteBlobs([key]);
+      await this.deleteBlobs(outcome.pruned);
+      return { created: outcome.created, version: versionView(outcome.version) };
+    } catch (e) {
+      if (stored) await this.deleteBlobs([key]);
+      throw e;
+    }
+  }
+
+  private async commitWrite(
+    m: EntityManager,
+    req: WriteRequest,
+    key: string,
+    inspected: InspectedState,
+    digest: { sha256: string; md5: string; size: number },
+  ): Promise<{ created: boolean; version: VersionRow; pruned: string[] }> {
+    const { unit } = await this.repo.ensureUnit(m, req.unit, req.principal.subject);
+    const ensured = await this.repo.ensureState(m, unit.id, req.workspace);
+    const state = await this.repo.lockStateRow(m, ensured.id);
+    assertMayWrite(
+      await this.repo.holderOf(m, state.id),
+      req.principal.subject,
+      req.lockId,
+      req.door,
+    );
+
+    const current = await this.currentOf(m, state);
+    const encrypted = inspected.kind === 'encrypted';
+    const serial = inspected.kind === 'terraform' ? inspected.serial : null;
+    const lineage = inspected.kind === 'terraform' ? inspected.lineage : null;
+    const decision = guardWrite(
+      current && {
+        encrypted: current.encrypted,
+        serial: current.serial === null ? null : Number(current.serial),
+        lineage: current.lineage,
+        sha256: current.sha256,
+      },
+      { encrypted, serial, lineage, sha256: digest.sha256 },
+    );
+    switch (decision.kind) {
+      case 'identical':
+        return { created: false, version: current as VersionRow, pruned: [] };
+      case 'reject':
+        throw new DomainError('serial_conflict', `write refused: ${decision.reason}`);
+      case 'accept':
+        break;
+    }
+    const version = await this.repo.insertVersion(m, state, {
+      state_id: state.id,
+      serial: serial === null ? null : String(serial),
+      lineage,
+      terraform_version: inspected.kind === 'terraform' ? inspected.terraformVersion : null,
+      encrypted,
+      sha256: digest.sha256,
+      md5: digest.md5,
+      size: String(digest.size),
+      blob_key: key,
+      outputs: inspected.kind === 'terraform' ? inspected.outputs : null,
+      created_by: req.principal.subject,
+      door: req.door,
+      restored_from: null,
+    });
+    await this.repo.setCurrent(m, state.id, version.id);
+    const pruned =
+      this.config.maxVersions > 0
+        ? await this.repo.pruneVersions(m, state.id, version.version, this.config.maxVersions)
+        : [];
+    return { created: true, version, pruned };
+  }
+
+  /** The current version of a live state, or null (no state, or the state is deleted). */
+  private async currentOf(m: EntityManager, state: StateRow): Promise<VersionRow | null> {
+    if (state.deleted_at || !state.current_version_id) return null;
+    return (await this.repo.findVersionById(m, state.current_version_id)) ?? null;
+  }
+
+  /** Metadata of the current version, for HEAD-like answers; `state_not_found` when none. */
+  async current(addr: StateAddress, principal: Principal): Promise<VersionView> {
+    assertUnitName(addr.unit);
+    await this.authz.authorize(principal, 'unit.read', addr);
+    const { version } = await this.repo.findCurrent(this.repo.manager, addr.unit, addr.workspace);
+    if (!version) throw stateNotFound(addr.unit, addr.workspace);
+    return versionView(version);
+  }
+
+  /**
+   * Opens the current state for reading. A blob that cannot be read is a 5xx, never "no
+   * state": to Terraform a 404 means "create everything again".
+   */
+  async openCurrent(
+    addr: StateAddress,
+    principal: Principal,
+    range?: ByteRange,
+  ): Promise<OpenedState> {
+    assertUnitName(addr.unit);
+    await this.authz.authorize(principal, 'unit.read', addr);
+    for (let attempt = 0; ; attempt++) {
+      const { version } = await this.repo.findCurrent(this.repo.manager, addr.unit, addr.workspace);
+      if (!version) throw stateNotFound(addr.unit, addr.workspace);
+      try {
+        return {
+          version: versionView(version),
+          body: await this.blobs.get(version.blob_key, range),
+        };
+      } catch (e) {
+        // A write may have replaced (and retention pruned) the version we just read: look again.
+        if (e instanceof BlobNotFoundError && attempt === 0) continue;
+        throw this.unreadable(e, addr, version.version);
+      }
+    }
+  }
+
+  async deleteState(
+    addr: StateAddress,
+    principal: Principal,
+    door: Door,
+    lockId?: string,
+  ): Promise<void> {
+    assertUnitName(addr.unit);
+    await this.authz.authorize(principal, 'unit.read', addr);
+    await this.authz.authorize(principal, 'unit.write', addr);
+    await this.repo.transaction(async (m) => {
+      const unit = await this.liveUnit(m, addr.unit);
+      const found = await this.repo.findState(m, unit.id, addr.workspace);
+      if (!found) throw stateNotFound(addr.unit, addr.workspace);
+      const state = await this.repo.lockStateRow(m, found.id);
+      const holder = await this.repo.holderOf(m, state.id);
+      assertNotLockedByOther(holder, principal.subject);
+      if (holder && lockId !== undefined && lockId !== holder.id) {
+        throw new DomainError('lock_mismatch', `the state is locked by lock ${holder.id}`, holder);
+      }
+      if (state.deleted_at || !state.current_version_id)
+        throw stateNotFound(addr.unit, addr.workspace);
+      await this.repo.softDeleteState(m, state.id);
+    });
+    this.audit.record({
+      type: 'state.delete',
+      actor: principal.subject,
+      outcome: 'success',
+      unit: addr.unit,
+      workspace: addr.workspace,
+      door,
+    });
+  }
+
+  async outputs(addr: StateAddress, principal: Principal): Promise<OutputsView> {
+    assertUnitName(addr.unit);
+    await this.authz.authorize(principal, 'unit.read', addr);
+    const { version } = await this.repo.findCurrent(this.repo.manager, addr.unit, addr.workspace);
+    if (!version) throw stateNotFound(addr.unit, addr.workspace);
+    if (version.encrypted) {
+      throw new DomainError(
+        'state_encrypted',
+        'the current state is client-side encrypted; its outputs cannot be read by the server',
+      );
+    }
+    return {
+      version: version.version,
+      serial: version.serial === null ? null : Number(version.serial),
+      outputs: version.outputs ?? {},
+    };
+  }
+
+  // ---------------------------------------------------------------- versions
+
+  async listVersions(
+    addr: StateAddress,
+    principal: Principal,
+    limit: number,
+    cursor: string | undefined,
+  ): Promise<VersionPageView> {
+    assertUnitName(addr.unit);
+    await this.authz.authorize(principal, 'version.read', addr);
+    const raw = decodeCursor(cursor);
+    const before = raw === undefined ? undefined : Number(raw);
+    if (before !== undefined && !Number.isInteger(before)) {
+      throw new DomainError('invalid_request', 'cursor is not one this server returned');
+    }
+    const state = await this.anyState(addr);
+    const rows = await this.repo.listVersions(state.id, before, limit + 1);
+    const items = rows.slice(0, limit).map(versionView);
+    return {
+      items,
+      nextCursor:
+        rows.length > limit ? encodeCursor(String(items[items.length - 1].version)) : null,
+    };
+  }
+
+  async openVersion(addr: StateAddress, n: number, principal: Principal): Promise<OpenedState> {
+    assertUnitName(addr.unit);
+    await this.authz.authorize(principal, 'version.read', addr);
+    const state = await this.anyState(addr);
+    const row = await this.repo.findVersion(this.repo.manager, state.id, n);
+    if (!row) throw versionNotFound(addr, n);
+    try {
+      return { version: versionView(row), body: await this.blobs.get(row.blob_key) };
+    } catch (e) {
+      throw this.unreadable(e, addr, n);
+    }
+  }
+
+  /**
+   * Makes version `n` current again as a new version with the same bytes (and the same blob,
+   * reference-counted). Terraform's next apply (serial + 1 of the restored one) then passes the
+   * serial guard. Refused while another principal holds the lock.
+   */
+  async restore(
+    addr: StateAddress,
+    n: number,
+    principal: Principal,
+    lockId?: string,
+  ): Promise<WriteResultView> {
+    assertUnitName(addr.unit);
+    await this.authz.authorize(principal, 'version.restore', addr);
+    const result = await this.repo.transaction(async (m) => {
+      const unit = await this.repo.findUnit(m, addr.unit);
+      if (!unit) throw unitNotFound(addr.unit);
+      if (unit.deleted_at) {
+        throw new DomainError('unit_deleted', `unit ${addr.unit} is deleted; undelete it first`);
+      }
+      const found = await this.repo.findState(m, unit.id, addr.workspace);
+      if (!found) throw stateNotFound(addr.unit, addr.workspace);
+      const state = await this.repo.lockStateRow(m, found.id);
+      const holder = await this.repo.holderOf(m, state.id);
+      assertNotLockedByOther(holder, principal.subject);
+      if (holder && lockId !== undefined && lockId !== holder.id) {
+        throw new DomainError('lock_mismatch', `the state is locked by lock ${holder.id}`, holder);
+      }
+      const source = await this.repo.findVersion(m, state.id, n);
+      if (!source) throw versionNotFound(addr, n);
+      const current = await this.currentOf(m, state);
+      if (current && current.sha256 === source.sha256) {
+        return { created: false, version: current, pruned: [] as string[] };
+      }
+      const version = await this.repo.insertVersion(m, state, {
+        ...source,
+        created_by: principal.subject,
+        door: 'api',
+        restored_from: source.version,
+      });
+      await this.repo.setCurrent(m, state.id, version.id);
+      const pruned =
+        this.config.maxVersions > 0
+          ? await this.repo.pruneVersions(m, state.id, version.version, this.config.maxVersions)
+          : [];
+      return { created: true, version, pruned };
+    });
+    await this.deleteBlobs(result.pruned);
+    this.audit.record({
+      type: 'state.restore',
+      actor: principal.subject,
+      outcome: 'success',
+      unit: addr.unit,
+      workspace: addr.workspace,
+      door: 'api',
+      details: { from_version: n, new_version: result.version.version, created: result.created },
+    });
+    return { created: result.created, version: versionView(result.version) };
+  }
+
+  // ---------------------------------------------------------------- for the locks module
+
+  /** Runs `work` in one transaction (the locks module's statements join the state's). */
+  transaction<T>(work: (m: EntityManager) => Promise<T>): Promise<T> {
+    return this.repo.transaction(work);
+  }
+
+  /**
+   * The state row of a door's LOCK, created (with its unit) when absent, and share-locked so
+   * the acquire waits for an in-flight version commit of the same state.
+   */
+  async ensureStateForLock(
+    m: EntityManager,
+    addr: StateAddress,
+    principal: Principal,
+  ): Promise<string> {
+    const { unit } = await this.repo.ensureUnit(m, addr.unit, principal.subject);
+    const state = await this.repo.ensureState(m, unit.id, addr.workspace);
+    await this.repo.shareStateRow(m, state.id);
+    return state.id;
+  }
+
+  /** The state row of an existing live unit, or undefined; used to release and inspect locks. */
+  async findStateRow(
+    m: EntityManager,
+    addr: StateAddress,
+  ): Promise<Pick<StateRow, 'id' | 'last_lock_id' | 'last_lock_principal'> | undefined> {
+    const unit = await this.repo.findUnit(m, addr.unit);
+    if (!unit) return undefined;
+    return this.repo.findState(m, unit.id, addr.workspace);
+  }
+
+  async holderOf(m: EntityManager, stateId: string): Promise<HeldLock | null> {
+    return this.repo.holderOf(m, stateId);
+  }
+
+  // ---------------------------------------------------------------- helpers
+
+  private async liveUnit(m: EntityManager, name: string): Promise<UnitRow> {
+    const unit = await this.repo.findUnit(m, name);
+    if (!unit || unit.deleted_at) throw unitNotFound(name);
+    return unit;
+  }
+
+  /** The state of (unit, workspace) even when deleted: history stays listed until a purge. */
+  private async anyState(addr: StateAddress): Promise<StateRow> {
+    const m = this.repo.manager;
+    const unit = await this.repo.findUnit(m, addr.unit);
+    if (!unit) throw unitNotFound(addr.unit);
+    const state = await this.repo.findState(m, unit.id, addr.workspace);
+    if (!state) throw stateNotFound(addr.unit, addr.workspace);
+    return state;
+  }
+
+  private unreadable(e: unknown, addr: StateAddress, version: number): DomainError {
+    this.logger.error(
+      { err: e, unit: addr.unit, workspace: addr.workspace, version },
+      'stored state cannot be read',
+    );
+    return new DomainError(
+      'blob_unreadable',
+      `version ${version} of ${addr.unit} (workspace ${addr.workspace}) exists but its content cannot be read from blob storage`,
+    );
+  }
+
+  /** Best effort after commit: a blob left behind is garbage, never a dangling version. */
+  private async deleteBlobs(keys: string[]): Promise<void> {
+    for (const key of keys) {
+      try {
+        await this.blobs.delete(key);
+      } catch (e) {
+        this.logger.warn({ err: e, blobKey: key }, 'could not delete an unreferenced blob');
+      }
+    }
+  }
+}
+
+export function unitNotFound(name: string): DomainError {
+  return new DomainError('unit_not_found', `unit ${name} does not exist`);
+}
+
+export function stateNotFound(unit: string, workspace: string): DomainError {
+  return new DomainError('state_not_found', `${unit} (workspace ${workspace}) has no state`);
+}
+
+function versionNotFound(addr: StateAddress, n: number): DomainError {
+  return new DomainError(
+    'version_not_found',
+    `${addr.unit} (workspace ${addr.workspace}) has no version ${n}`,
+  );
+}

@@ -1,0 +1,1001 @@
+/**
+ * StateInspector: streaming validation of state bodies.
+ *
+ * Throughput (see "throughput" below; it only logs): THROUGHPUT_PLACEHOLDER
+ */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import fc from 'fast-check';
+import {
+  InspectedState,
+  InvalidStateError,
+  MAX_NESTING_DEPTH,
+  StateInspector,
+  StateOutput,
+} from '../../src/state/state-inspector';
+
+const FIXTURES = path.resolve(__dirname, '../../../shared/fixtures/terraform-1.11');
+const fixtureNames = fs
+  .readdirSync(FIXTURES)
+  .filter((name) => name.endsWith('.tfstate'))
+  .sort();
+const readFixture = (name: string): Buffer => fs.readFileSync(path.join(FIXTURES, name));
+const terraformFixtures = fixtureNames.filter(
+  (name) => (JSON.parse(readFixture(name).toString('utf8')) as { version?: unknown }).version === 4,
+);
+const ENCRYPTED_FIXTURE = 'opentofu-encrypted.HANDMADE.tfstate';
+
+type Options = { maxOutputsBytes?: number };
+
+/** Feeds `body` in chunks whose sizes cycle through `sizes` (whole body when omitted). */
+function inspect(body: Buffer | string, sizes?: number[], options?: Options): InspectedState {
+  const bytes = typeof body === 'string' ? Buffer.from(body, 'utf8') : body;
+  const inspector = new StateInspector(options);
+  if (sizes === undefined || sizes.length === 0) {
+    inspector.write(bytes);
+  } else {
+    for (let offset = 0, k = 0; offset < bytes.length; k++) {
+      const size = sizes[k % sizes.length];
+      inspector.write(bytes.subarray(offset, offset + size));
+      offset += size;
+    }
+  }
+  return inspector.end();
+}
+
+const bytewise = (body: Buffer | string, options?: Options): InspectedState =>
+  inspect(body, [1], options);
+
+/** The InvalidStateError thrown for `body`, fed whole and one byte at a time (same message). */
+function refusal(body: Buffer | string, options?: Options): InvalidStateError {
+  const errors = [() => inspect(body, undefined, options), () => bytewise(body, options)].map(
+    (run) => {
+      try {
+        run();
+      } catch (err) {
+        return err;
+      }
+      throw new Error('the body was accepted');
+    },
+  );
+  for (const err of errors) {
+    expect(err).toBeInstanceOf(InvalidStateError);
+    expect((err as Error).name).toBe('InvalidStateError');
+  }
+  expect((errors[1] as Error).message).toBe((errors[0] as Error).message);
+  return errors[0] as InvalidStateError;
+}
+
+type Outcome = { state: InspectedState } | { error: string };
+
+/** Result or refusal message; any other exception escapes and fails the test. */
+function outcome(body: Buffer | string, sizes?: number[]): Outcome {
+  try {
+    return { state: inspect(body, sizes) };
+  } catch (err) {
+    if (err instanceof InvalidStateError) return { error: err.message };
+    throw err;
+  }
+}
+
+/** A valid v4 state with `members` (raw JSON text, no leading comma) added at the end. */
+const tf = (members = ''): string =>
+  `{"version":4,"terraform_version":"1.11.4","serial":3,"lineage":"lin-1"${members ? ',' + members : ''}}`;
+
+/** What the inspector must report for a state JSON.parse reads as `doc`. */
+function expectedTerraform(doc: Record<string, unknown>): InspectedState {
+  const outputs: Record<string, StateOutput> = {};
+  for (const [name, raw] of Object.entries((doc.outputs ?? {}) as Record<string, unknown>)) {
+    const member = raw as Record<string, unknown>;
+    const output: StateOutput = { value: member.value };
+    if ('type' in member) output.type = member.type;
+    if ('sensitive' in member) output.sensitive = member.sensitive as boolean;
+    Object.defineProperty(outputs, name, { value: output, enumerable: true });
+  }
+  return {
+    kind: 'terraform',
+    version: 4,
+    terraformVersion: (doc.terraform_version as string | undefined) ?? null,
+    serial: doc.serial as number,
+    lineage: doc.lineage as string,
+    outputs,
+  };
+}
+
+const chunkSizes = fc.array(
+  fc.oneof(fc.integer({ min: 1, max: 7 }), fc.integer({ min: 64, max: 700 })),
+  { minLength: 1, maxLength: 8 },
+);
+
+describe('StateInspector', () => {
+  describe('real Terraform 1.11 state files', () => {
+    it('finds every fixture file', () => {
+      expect(terraformFixtures.length).toBeGreaterThanOrEqual(5);
+      expect(fixtureNames).toContain(ENCRYPTED_FIXTURE);
+    });
+
+    it.each(terraformFixtures)(
+      '%s gives the serial, lineage, version and outputs JSON.parse reads',
+      (name) => {
+        const body = readFixture(name);
+        const doc = JSON.parse(body.toString('utf8')) as Record<string, unknown>;
+        const result = inspect(body);
+        expect(result).toEqual({
+          kind: 'terraform',
+          version: 4,
+          terraformVersion: doc.terraform_version,
+          serial: doc.serial,
+          lineage: doc.lineage,
+          outputs: doc.outputs,
+        });
+      },
+    );
+
+    it('keeps sensitive: true on a sensitive output', () => {
+      const result = inspect(readFixture('producer-network.tfstate'));
+      expect(result.kind === 'terraform' && result.outputs.db_password).toEqual({
+        value: 'not-a-real-secret',
+        type: 'string',
+        sensitive: true,
+      });
+    });
+
+    it('reads the hand-made OpenTofu envelope as encrypted', () => {
+      expect(inspect(readFixture(ENCRYPTED_FIXTURE))).toEqual({
+        kind: 'encrypted',
+        encryptionVersion: 'v0',
+      });
+    });
+
+    it.each(fixtureNames)('%s fed one byte at a time gives the same answer', (name) => {
+      const body = readFixture(name);
+      expect(bytewise(body)).toEqual(inspect(body));
+    });
+
+    it('every fixture in random chunkings gives the same answer', () => {
+      const whole = new Map(fixtureNames.map((name) => [name, inspect(readFixture(name))]));
+      fc.assert(
+        fc.property(fc.constantFrom(...fixtureNames), chunkSizes, (name, sizes) => {
+          expect(inspect(readFixture(name), sizes)).toEqual(whole.get(name));
+        }),
+        { numRuns: 300 },
+      );
+    });
+
+    it('keeps captured outputs intact when the caller reuses its chunk buffer', () => {
+      const body = readFixture('simple.tfstate');
+      const scratch = Buffer.alloc(13);
+      const inspector = new StateInspector();
+      for (let offset = 0; offset < body.length; offset += scratch.length) {
+        const n = body.copy(scratch, 0, offset, offset + scratch.length);
+        inspector.write(scratch.subarray(0, n));
+        scratch.fill(0x7a); // the caller scribbles over its buffer after each write
+      }
+      expect(inspector.end()).toEqual(inspect(body));
+    });
+  });
+
+  describe('the body must be exactly one valid JSON object', () => {
+    it('accepts every JSON construct deep inside resources, in any chunking', () => {
+      const body = tf(
+        '"resources":[{"a":[1,-0.5e+10,0,0.25,1E-3,-0,true,false,null,"\\"\\\\\\/\\b\\f\\n\\r\\t\\u00e9\\uD83D\\ude00",{},[]],' +
+          '"b":{"c":{"d":[[[]]]}},"é😀":"\u007f"}],"check_results":null',
+      );
+      const expected = expectedTerraform(JSON.parse(body) as Record<string, unknown>);
+      expect(inspect(body)).toEqual(expected);
+      expect(bytewise(body)).toEqual(expected);
+    });
+
+    it('accepts whitespace around the object and between tokens', () => {
+      const body = ` \t\r\n{ "version" : 4 ,\n\t"serial":\r\n3, "lineage" : "l" , "resources" : [ 1 , { } ] } \n\r\t `;
+      expect(inspect(body)).toMatchObject({ kind: 'terraform', serial: 3, lineage: 'l' });
+    });
+
+    it.each([
+      ['a trailing comma in an array', '[1,]'],
+      ['a trailing comma in an object', '{"a":1,}'],
+      ['a missing comma', '[1 2]'],
+      ['a missing colon', '{"a" 1}'],
+      ['an unquoted key', '{a:1}'],
+      ['a number key', '{1:1}'],
+      ['a mismatched bracket', '[1}'],
+      ['an extra closing bracket', '[1]]'],
+      ['a leading zero', '[01]'],
+      ['a lone minus', '[-]'],
+      ['a minus before a non-digit', '[-a]'],
+      ['a trailing dot', '[1.]'],
+      ['a leading dot', '[.5]'],
+      ['an empty exponent', '[1e]'],
+      ['an exponent with only a sign', '[1e+]'],
+      ['a plus sign', '[+1]'],
+      ['a hexadecimal number', '[0x10]'],
+      ['NaN', '[NaN]'],
+      ['Infinity', '[-Infinity]'],
+      ['a truncated literal', '[tru]'],
+      ['a capitalised literal', '[True]'],
+      ['a literal with extra letters', '[nulll]'],
+      ['a bad escape', '["a\\x"]'],
+      ['an escaped single quote', '["\\\'"]'],
+      ['a short \\u escape', '["\\u12"]'],
+      ['a non-hex \\u escape', '["\\u12G4"]'],
+      ['a raw tab in a string', '["a\tb"]'],
+      ['a raw newline in a string', '["a\nb"]'],
+      ['a raw NUL in a string', '["a\u0000b"]'],
+      ['a raw 0x1F in a string', '["\u001f"]'],
+      ['a single-quoted string', "['a']"],
+      ['a comment', '[1 /* c */]'],
+      ['a no-break space as whitespace', '[1,\u00a02]'],
+      ['a form feed as whitespace', '[1,\f2]'],
+      ['a vertical tab as whitespace', '[1,\u000b2]'],
+    ])('refuses %s deep inside resources', (_what, fragment) => {
+      const body = tf(`"resources":[{"instances":[{"attributes":${fragment}}]}]`);
+      expect(() => JSON.parse(body)).toThrow(SyntaxError);
+      expect(refusal(body).message).toMatch(/^body is not valid JSON \(.+ at byte \d+/);
+    });
+
+    it('says which byte is wrong', () => {
+      expect(refusal('{"version":4,x').message).toBe(
+        'body is not valid JSON (unexpected "x" at byte 13)',
+      );
+      expect(refusal('{"a":"b\nc"}').message).toBe(
+        'body is not valid JSON (unescaped control character byte 0x0A in a string at byte 7)',
+      );
+    });
+
+    it.each([
+      ['in a string', `${tf().slice(0, -1)},"resources":["abc`],
+      ['after a key', '{"version"'],
+      ['in a number', '{"version":4'],
+      ['in a literal', '{"a":nul'],
+      ['in an escape', '{"a":"\\u00'],
+      ['in a multi-byte character', Buffer.from([...Buffer.from('{"a":"'), 0xe2, 0x82])],
+      ['with nested containers open', '{"a":[{"b":[]'],
+    ])('refuses a body that ends %s', (_where, body) => {
+      expect(refusal(body).message).toMatch(/^body is not valid JSON \(unexpected end of body/);
+    });
+
+    it.each([
+      ['a second value', `${tf()} {}`],
+      ['a comma', `${tf()},`],
+      ['a stray letter', `${tf()}\nx`],
+      ['a NUL byte', `${tf()}\u0000`],
+    ])('refuses %s after the object', (_what, body) => {
+      expect(refusal(body).message).toMatch(
+        /^body is not valid JSON .*after the end of the object/,
+      );
+    });
+
+    it('refuses a UTF-8 byte order mark', () => {
+      expect(inspect(tf())).toMatchObject({ kind: 'terraform' });
+      expect(refusal(`\ufeff${tf()}`).message).toMatch(/byte order mark/);
+    });
+
+    it('refuses an empty body', () => {
+      expect(refusal('').message).toBe('body is empty');
+    });
+
+    it('refuses a body of whitespace only', () => {
+      expect(refusal(' \n\t\r ').message).toBe('body is empty (whitespace only)');
+    });
+
+    it.each([
+      ['an array', '[]', 'an array'],
+      ['a number', '4', 'a number'],
+      ['a negative number', '-1', 'a number'],
+      ['a string', '"state"', 'a string'],
+      ['null', 'null', 'null'],
+      ['a boolean', ' true', 'a boolean'],
+    ])('refuses %s as the whole body', (_what, body, got) => {
+      expect(refusal(body).message).toBe(`state must be a JSON object (got ${got})`);
+    });
+
+    it(`accepts nesting ${MAX_NESTING_DEPTH} deep and refuses one level more`, () => {
+      const nested = (levels: number): string =>
+        tf(`"resources":${'['.repeat(levels)}${']'.repeat(levels)}`);
+      // The root object is the first level.
+      expect(inspect(nested(MAX_NESTING_DEPTH - 1))).toMatchObject({ kind: 'terraform' });
+      expect(refusal(nested(MAX_NESTING_DEPTH)).message).toMatch(
+        /deeper than 10000 levels \(at byte \d+\)/,
+      );
+    });
+  });
+
+  describe('UTF-8', () => {
+    /** A valid state with `bytes` inside a string in resources. */
+    const withBytes = (...bytes: number[]): Buffer =>
+      Buffer.concat([
+        Buffer.from(tf().slice(0, -1) + ',"resources":["a'),
+        Buffer.from(bytes),
+        Buffer.from('z"]}'),
+      ]);
+
+    it.each([
+      ['é (2 bytes)', [0xc3, 0xa9]],
+      ['€ (3 bytes)', [0xe2, 0x82, 0xac]],
+      ['😀 (4 bytes)', [0xf0, 0x9f, 0x98, 0x80]],
+      ['U+D7FF, just below the surrogates', [0xed, 0x9f, 0xbf]],
+      ['U+E000, just above the surrogates', [0xee, 0x80, 0x80]],
+      ['U+FFFF', [0xef, 0xbf, 0xbf]],
+      ['U+10FFFF, the last code point', [0xf4, 0x8f, 0xbf, 0xbf]],
+      ['DEL (0x7F)', [0x7f]],
+    ])('accepts %s in a string, split anywhere', (_what, bytes) => {
+      const body = withBytes(...bytes);
+      for (let size = 1; size <= bytes.length + 1; size++) {
+        expect(inspect(body, [size])).toMatchObject({ kind: 'terraform' });
+      }
+      // And at every offset of a large chunk, where the word-at-a-time scan runs.
+      for (let pad = 0; pad < 8; pad++) {
+        const padded = withBytes(...Array<number>(70 + pad).fill(0x61), ...bytes, 0x62, 0x63);
+        expect(inspect(padded)).toMatchObject({ kind: 'terraform' });
+      }
+    });
+
+    it.each([
+      ['a lone continuation byte', [0x80]],
+      ['an overlong 2-byte form (0xC0 0xAF)', [0xc0, 0xaf]],
+      ['an overlong 2-byte form (0xC1 0xBF)', [0xc1, 0xbf]],
+      ['an overlong 3-byte form', [0xe0, 0x80, 0xaf]],
+      ['an overlong 4-byte form', [0xf0, 0x80, 0x80, 0xaf]],
+      ['an encoded UTF-16 surrogate', [0xed, 0xa0, 0x80]],
+      ['a code point past U+10FFFF', [0xf4, 0x90, 0x80, 0x80]],
+      ['the byte 0xF5', [0xf5, 0x80, 0x80, 0x80]],
+      ['the byte 0xFF', [0xff]],
+      ['a truncated 3-byte sequence', [0xe2, 0x82]],
+      ['a truncated 4-byte sequence', [0xf0, 0x9f, 0x98]],
+      ['a lead byte followed by ASCII', [0xc3, 0x41]],
+    ])('refuses %s in a string', (_what, bytes) => {
+      const body = withBytes(...bytes);
+      expect(() => new TextDecoder('utf-8', { fatal: true }).decode(body)).toThrow();
+      expect(refusal(body).message).toMatch(
+        /^body is not valid UTF-8 \(.* at byte \d+ in a string\)$/,
+      );
+      for (let pad = 0; pad < 8; pad++) {
+        const padded = withBytes(...Array<number>(70 + pad).fill(0x61), ...bytes);
+        expect(() => inspect(padded)).toThrow(/not valid UTF-8/);
+      }
+    });
+
+    it('refuses non-ASCII bytes outside strings', () => {
+      const body = Buffer.concat([
+        Buffer.from(tf().slice(0, -1) + ',"a":'),
+        Buffer.from([0xc3, 0xa9]),
+        Buffer.from('}'),
+      ]);
+      expect(refusal(body).message).toMatch(/^body is not valid JSON \(unexpected byte 0xC3/);
+    });
+
+    it('accepts escaped lone surrogates, as JSON.parse does', () => {
+      const body = tf('"outputs":{"x":{"value":"\\ud800 \\udfff"}}');
+      expect(inspect(body)).toEqual(expectedTerraform(JSON.parse(body) as Record<string, unknown>));
+    });
+  });
+
+  describe('top-level keys', () => {
+    it.each([
+      ['version', '{"version":4,"version":4,"serial":3,"lineage":"l"}', '"version"'],
+      ['serial', `${tf().slice(0, -1)},"serial":3}`, '"serial"'],
+      ['outputs', tf('"outputs":{},"outputs":{}'), '"outputs"'],
+      ['an escaped spelling', `${tf().slice(0, -1)},"vers\\u0069on":4}`, '"version"'],
+    ])('refuses the top-level key %s twice', (_what, body, key) => {
+      expect(refusal(body).message).toBe(`state has the top-level key ${key} more than once`);
+    });
+
+    it('refuses a duplicate unknown top-level key without naming it', () => {
+      expect(refusal(tf('"secret-name":1,"secret-name":2')).message).toBe(
+        'state has a duplicate top-level key',
+      );
+    });
+
+    it('leaves duplicate keys below the top level to JSON.parse (last one wins)', () => {
+      const body = tf('"outputs":{"a":{"value":1},"a":{"value":2}},"resources":[{"x":1,"x":2}]');
+      expect(inspect(body)).toMatchObject({ outputs: { a: { value: 2 } } });
+    });
+
+    it('refuses top-level key names over 64 KiB in total', () => {
+      expect(inspect(tf(`"${'k'.repeat(60000)}":1`))).toMatchObject({ kind: 'terraform' });
+      expect(refusal(tf(`"${'k'.repeat(70000)}":1`)).message).toMatch(
+        /top-level key names are too long/,
+      );
+    });
+  });
+
+  describe('Terraform state rules', () => {
+    const body = (members: string): string => `{${members}}`;
+
+    it('reads version, terraform_version, serial and lineage', () => {
+      expect(inspect(tf())).toEqual({
+        kind: 'terraform',
+        version: 4,
+        terraformVersion: '1.11.4',
+        serial: 3,
+        lineage: 'lin-1',
+        outputs: {},
+      });
+    });
+
+    it('reads the fields in any key order', () => {
+      expect(inspect('{"outputs":{},"lineage":"l","serial":0,"version":4}')).toMatchObject({
+        serial: 0,
+        lineage: 'l',
+      });
+    });
+
+    it.each([
+      ['missing', '"serial":1,"lineage":"l"', 'state has no "version"'],
+      ['3', '"version":3,"serial":1,"lineage":"l"', 'state "version" must be 4 (got 3)'],
+      ['5', '"version":5,"serial":1,"lineage":"l"', 'state "version" must be 4 (got 5)'],
+      [
+        'a string',
+        '"version":"4","serial":1,"lineage":"l"',
+        'state "version" must be 4 (got a string)',
+      ],
+      ['null', '"version":null,"serial":1,"lineage":"l"', 'state "version" must be 4 (got null)'],
+      ['4.0', '"version":4.0,"serial":1,"lineage":"l"', 'state "version" must be 4 (got 4.0)'],
+      ['4e0', '"version":4e0,"serial":1,"lineage":"l"', 'state "version" must be 4 (got 4e0)'],
+    ])('refuses a version that is %s', (_what, members, message) => {
+      expect(refusal(body(members)).message).toBe(message);
+    });
+
+    it.each([
+      ['missing', '"version":4,"lineage":"l"', 'state has no "serial"'],
+      ['negative', '"version":4,"serial":-1,"lineage":"l"', 'got -1'],
+      ['fractional', '"version":4,"serial":1.5,"lineage":"l"', 'got 1.5'],
+      ['written with an exponent', '"version":4,"serial":1e3,"lineage":"l"', 'got 1e3'],
+      ['written as 1.0', '"version":4,"serial":1.0,"lineage":"l"', 'got 1.0'],
+      ['a string', '"version":4,"serial":"1","lineage":"l"', 'got a string'],
+      ['null', '"version":4,"serial":null,"lineage":"l"', 'got null'],
+      [
+        'past the safe integers',
+        '"version":4,"serial":9007199254740992,"lineage":"l"',
+        'got 9007199254740992',
+      ],
+    ])('refuses a serial that is %s', (_what, members, message) => {
+      const err = refusal(body(members));
+      expect(err.message).toContain(message);
+      if (!message.startsWith('state has no')) {
+        expect(err.message).toBe(`state "serial" must be a non-negative integer (${message})`);
+      }
+    });
+
+    it('accepts serials 0 and 2^53 - 1', () => {
+      expect(inspect(body('"version":4,"serial":0,"lineage":"l"'))).toMatchObject({ serial: 0 });
+      expect(inspect(body('"version":4,"serial":9007199254740991,"lineage":"l"'))).toMatchObject({
+        serial: Number.MAX_SAFE_INTEGER,
+      });
+    });
+
+    it.each([
+      ['missing', '"version":4,"serial":1', 'state has no "lineage"'],
+      [
+        'empty',
+        '"version":4,"serial":1,"lineage":""',
+        'state "lineage" must be a non-empty string (got "")',
+      ],
+      [
+        'a number',
+        '"version":4,"serial":1,"lineage":7',
+        'state "lineage" must be a non-empty string (got a number)',
+      ],
+      [
+        'null',
+        '"version":4,"serial":1,"lineage":null',
+        'state "lineage" must be a non-empty string (got null)',
+      ],
+      [
+        'longer than 4 KiB',
+        `"version":4,"serial":1,"lineage":"${'l'.repeat(5000)}"`,
+        'state "lineage" is too long',
+      ],
+    ])('refuses a lineage that is %s', (_what, members, message) => {
+      expect(refusal(body(members)).message).toBe(message);
+    });
+
+    it('unescapes the lineage', () => {
+      expect(inspect(body('"version":4,"serial":1,"lineage":"a\\u002Db\\"c"'))).toMatchObject({
+        lineage: 'a-b"c',
+      });
+    });
+
+    it('reads an absent or null terraform_version as null', () => {
+      expect(inspect(body('"version":4,"serial":1,"lineage":"l"'))).toMatchObject({
+        terraformVersion: null,
+      });
+      expect(
+        inspect(body('"version":4,"terraform_version":null,"serial":1,"lineage":"l"')),
+      ).toMatchObject({ terraformVersion: null });
+    });
+
+    it('refuses a terraform_version that is not a string', () => {
+      expect(
+        refusal(body('"version":4,"terraform_version":1.11,"serial":1,"lineage":"l"')).message,
+      ).toBe('state "terraform_version" must be a string (got a number)');
+    });
+
+    it('reports the Terraform rule a body breaks when it also misses version', () => {
+      expect(refusal('{"serial":-1}').message).toBe(
+        'state "serial" must be a non-negative integer (got -1)',
+      );
+    });
+  });
+
+  describe('outputs', () => {
+    it('defaults to no outputs', () => {
+      expect(inspect(tf())).toMatchObject({ outputs: {} });
+    });
+
+    it('keeps value, type and sensitive, and only those', () => {
+      const result = inspect(
+        tf(
+          '"outputs":{"a":{"value":{"k":[1,"x",null]},"type":["object",{"k":"dynamic"}],"sensitive":false,"extra":1},' +
+            '"b":{"value":null},"__proto__":{"value":"p"}}',
+        ),
+      );
+      expect(result.kind).toBe('terraform');
+      if (result.kind !== 'terraform') return;
+      expect(result.outputs.a).toEqual({
+        value: { k: [1, 'x', null] },
+        type: ['object', { k: 'dynamic' }],
+        sensitive: false,
+      });
+      expect(Object.keys(result.outputs.a)).toEqual(['value', 'type', 'sensitive']);
+      expect(result.outputs.b).toEqual({ value: null });
+      expect(Object.keys(result.outputs.b)).toEqual(['value']);
+      // "__proto__" is an output like any other, not the object's prototype.
+      expect(Object.keys(result.outputs)).toEqual(['a', 'b', '__proto__']);
+      expect(Object.getPrototypeOf(result.outputs)).toBe(Object.prototype);
+      expect(Object.getOwnPropertyDescriptor(result.outputs, '__proto__')?.value).toEqual({
+        value: 'p',
+      });
+    });
+
+    it.each([
+      ['an array', '[]', 'state "outputs" must be an object (got an array)'],
+      ['null', 'null', 'state "outputs" must be an object (got null)'],
+      ['a string', '"x"', 'state "outputs" must be an object (got a string)'],
+      [
+        'a member that is a number',
+        '{"a":1}',
+        'state "outputs" has a member that is not an object',
+      ],
+      [
+        'a member that is an array',
+        '{"a":[]}',
+        'state "outputs" has a member that is not an object',
+      ],
+      ['a member that is null', '{"a":null}', 'state "outputs" has a member that is not an object'],
+      [
+        'a member with no value',
+        '{"a":{"type":"string"}}',
+        'state "outputs" has a member with no "value"',
+      ],
+      [
+        'a non-boolean sensitive',
+        '{"a":{"value":1,"sensitive":"true"}}',
+        'state "outputs" has a member whose "sensitive" is not a boolean',
+      ],
+    ])('refuses outputs that are (or hold) %s', (_what, outputs, message) => {
+      expect(refusal(tf(`"outputs":${outputs}`)).message).toBe(message);
+    });
+
+    it('refuses outputs larger than maxOutputsBytes, and accepts them at the limit', () => {
+      const outputs = '{"a":{"value":"0123456789"}}';
+      const body = tf(`"outputs":${outputs}`);
+      expect(inspect(body, undefined, { maxOutputsBytes: outputs.length })).toMatchObject({
+        outputs: { a: { value: '0123456789' } },
+      });
+      expect(refusal(body, { maxOutputsBytes: outputs.length - 1 }).message).toBe(
+        `state "outputs" is larger than the ${outputs.length - 1}-byte limit`,
+      );
+    });
+
+    it('limits only the outputs: bigger resources pass', () => {
+      const body = tf(`"outputs":{},"resources":[${'"xxxxxxxxxx",'.repeat(1000)}1]`);
+      expect(inspect(body, [100], { maxOutputsBytes: 64 })).toMatchObject({ kind: 'terraform' });
+    });
+
+    it('refuses oversized outputs while they stream, before the body ends', () => {
+      const body = Buffer.from(
+        tf(`"outputs":{"a":{"value":"${'v'.repeat(10000)}"}},"resources":[]`),
+      );
+      const inspector = new StateInspector({ maxOutputsBytes: 1000 });
+      let thrownAt = -1;
+      for (let offset = 0; offset < body.length && thrownAt < 0; offset += 256) {
+        try {
+          inspector.write(body.subarray(offset, offset + 256));
+        } catch (err) {
+          expect(err).toBeInstanceOf(InvalidStateError);
+          thrownAt = offset;
+        }
+      }
+      expect(thrownAt).toBeGreaterThan(0);
+      expect(thrownAt).toBeLessThan(2000);
+    });
+
+    it('refuses an invalid maxOutputsBytes option as a programming error', () => {
+      expect(() => new StateInspector({ maxOutputsBytes: -1 })).toThrow(RangeError);
+      expect(() => new StateInspector({ maxOutputsBytes: 1.5 })).toThrow(RangeError);
+    });
+  });
+
+  describe('OpenTofu encrypted envelopes', () => {
+    const envelope =
+      '"meta":{"k":"bWV0YQ=="},"encrypted_data":"ZGF0YQ==","encryption_version":"v0"';
+
+    it('reads the envelope with its keys in any order', () => {
+      const orders = [
+        `{${envelope}}`,
+        '{"encryption_version":"v0","encrypted_data":"ZGF0YQ==","meta":{}}',
+        '{"encrypted_data":"ZGF0YQ==","encryption_version":"v0"}',
+      ];
+      for (const body of orders) {
+        expect(inspect(body)).toEqual({ kind: 'encrypted', encryptionVersion: 'v0' });
+        expect(bytewise(body)).toEqual({ kind: 'encrypted', encryptionVersion: 'v0' });
+      }
+    });
+
+    it('applies no Terraform rules to an envelope, whatever the key order', () => {
+      for (const body of [
+        '{"serial":-1,"lineage":"","outputs":[],"encrypted_data":"x","encryption_version":"v0"}',
+        '{"encrypted_data":"x","serial":"s","outputs":7,"encryption_version":"v0"}',
+      ]) {
+        expect(inspect(body)).toEqual({ kind: 'encrypted', encryptionVersion: 'v0' });
+      }
+    });
+
+    it.each([
+      [
+        'encrypted_data without encryption_version',
+        '{"encrypted_data":"x","meta":{}}',
+        'encrypted state has "encrypted_data" but no "encryption_version"',
+      ],
+      [
+        'encryption_version without encrypted_data',
+        '{"encryption_version":"v0"}',
+        'encrypted state has "encryption_version" but no "encrypted_data"',
+      ],
+      [
+        'a number as encrypted_data',
+        '{"encrypted_data":5,"encryption_version":"v0"}',
+        'encrypted state "encrypted_data" must be a string (got a number)',
+      ],
+      [
+        'null as encrypted_data',
+        '{"encryption_version":"v0","encrypted_data":null}',
+        'encrypted state "encrypted_data" must be a string (got null)',
+      ],
+      [
+        'an object as encryption_version',
+        '{"encrypted_data":"x","encryption_version":{}}',
+        'encrypted state "encryption_version" must be a string (got an object)',
+      ],
+      [
+        'an empty encryption_version',
+        '{"encrypted_data":"x","encryption_version":""}',
+        'encrypted state "encryption_version" must not be empty',
+      ],
+      [
+        'a Terraform version before the envelope',
+        '{"version":4,"encrypted_data":"x","encryption_version":"v0"}',
+        'body mixes a Terraform state "version" with an OpenTofu encryption envelope',
+      ],
+      [
+        'a Terraform version after the envelope',
+        '{"encryption_version":"v0","encrypted_data":"x","version":4}',
+        'body mixes a Terraform state "version" with an OpenTofu encryption envelope',
+      ],
+    ])('refuses %s', (_what, body, message) => {
+      expect(refusal(body).message).toBe(message);
+    });
+  });
+
+  describe('streaming', () => {
+    it('write() throws at the first byte that breaks the syntax', () => {
+      const inspector = new StateInspector();
+      inspector.write(Buffer.from('{"version":4,'));
+      expect(() => inspector.write(Buffer.from('"serial" 1'))).toThrow(
+        'body is not valid JSON (unexpected "1" at byte 22)',
+      );
+    });
+
+    it('write() throws at a wrong version before the rest of the body arrives', () => {
+      const inspector = new StateInspector();
+      expect(() => inspector.write(Buffer.from('{\n  "version": 3,\n  "ser'))).toThrow(
+        'state "version" must be 4 (got 3)',
+      );
+    });
+
+    it('write() throws as soon as the root turns out not to be an object', () => {
+      expect(() => new StateInspector().write(Buffer.from('  ['))).toThrow(InvalidStateError);
+    });
+
+    it('holds a Terraform rule broken before "version" until "version" arrives', () => {
+      const inspector = new StateInspector();
+      inspector.write(Buffer.from('{"serial":-1,'));
+      expect(() => inspector.write(Buffer.from('"version":4,'))).toThrow(
+        'state "serial" must be a non-negative integer (got -1)',
+      );
+    });
+
+    it('repeats the same error on every later call', () => {
+      const inspector = new StateInspector();
+      let first: unknown;
+      try {
+        inspector.write(Buffer.from('{"version":x'));
+      } catch (err) {
+        first = err;
+      }
+      expect(first).toBeInstanceOf(InvalidStateError);
+      expect(() => inspector.write(Buffer.from('}'))).toThrow(first as Error);
+      expect(() => inspector.end()).toThrow(first as Error);
+    });
+
+    it('ignores empty chunks', () => {
+      const inspector = new StateInspector();
+      for (const part of ['', tf().slice(0, 10), '', tf().slice(10), '']) {
+        inspector.write(Buffer.from(part));
+      }
+      expect(inspector.end()).toMatchObject({ kind: 'terraform' });
+    });
+
+    it('refuses use after end()', () => {
+      const inspector = new StateInspector();
+      inspector.write(Buffer.from(tf()));
+      inspector.end();
+      expect(() => inspector.write(Buffer.from(' '))).toThrow(/after end/);
+      expect(() => inspector.end()).toThrow(/twice/);
+    });
+  });
+
+  describe('error messages carry no state content', () => {
+    const SECRET = 'hunter2-SECRET';
+    it.each([
+      [
+        'a bad sensitive flag',
+        tf(`"outputs":{"${SECRET}":{"value":"${SECRET}","sensitive":"${SECRET}"}}`),
+      ],
+      ['a control character in a secret', tf(`"resources":[{"password":"${SECRET}\u0001"}]`)],
+      ['a bad escape in a secret', tf(`"resources":[{"password":"${SECRET}\\q"}]`)],
+      [
+        'a secret lineage that is too long',
+        `{"version":4,"serial":1,"lineage":"${SECRET.repeat(400)}"}`,
+      ],
+      ['a secret as version', `{"version":"${SECRET}"}`],
+      ['a secret as a duplicated key', tf(`"${SECRET}":1,"${SECRET}":1`)],
+      ['a secret in a long number', tf(`"serial":-${'9'.repeat(40)}`)],
+    ])('%s', (_what, body) => {
+      const { message } = refusal(body);
+      expect(message).not.toContain(SECRET);
+      expect(message).not.toContain('hunter2');
+      expect(message).not.toContain('9'.repeat(25));
+    });
+  });
+
+  describe('properties', () => {
+    const jsonValue = fc.oneof(
+      fc.jsonValue({ maxDepth: 4 }),
+      fc.jsonValue({ maxDepth: 3, stringUnit: 'binary' }),
+      fc.jsonValue({ maxDepth: 3, stringUnit: 'grapheme' }),
+    );
+    const outputs = fc.dictionary(
+      fc.string({ unit: 'binary', maxLength: 8 }),
+      fc.record(
+        { value: jsonValue, type: jsonValue, sensitive: fc.boolean() },
+        { requiredKeys: ['value'] },
+      ),
+      { maxKeys: 4 },
+    );
+    const stateDoc = fc.record(
+      {
+        version: fc.constant(4),
+        terraform_version: fc.string({ maxLength: 10 }),
+        serial: fc.maxSafeNat(),
+        lineage: fc.string({ unit: 'binary', minLength: 1, maxLength: 40 }),
+        outputs,
+        resources: fc.array(jsonValue, { maxLength: 3 }),
+        check_results: jsonValue,
+      },
+      { requiredKeys: ['version', 'serial', 'lineage'] },
+    );
+    const stateText = fc
+      .tuple(stateDoc, fc.constantFrom(undefined, 2, '\t'))
+      .map(([doc, indent]) => JSON.stringify(doc, null, indent));
+
+    it('any JSON wrapped as a v4 state reads as JSON.parse reads it, in any chunking', () => {
+      fc.assert(
+        fc.property(stateText, chunkSizes, (text, sizes) => {
+          const expected = expectedTerraform(JSON.parse(text) as Record<string, unknown>);
+          expect(inspect(text, sizes)).toEqual(expected);
+          expect(inspect(text)).toEqual(expected);
+        }),
+        { numRuns: 400 },
+      );
+    });
+
+    const jsonChar = fc.constantFrom(
+      ...'{}[]:,"\\ \n\t\r0123456789-+.eEtrufalsnux/*\'',
+      '\u0000',
+      '\u001f',
+      '\u00a0',
+      '\u2028',
+      '\ufeff',
+      'é',
+      '😀',
+      '\ud800',
+    );
+    const edit = fc.record({
+      op: fc.constantFrom('delete', 'insert', 'replace', 'truncate'),
+      at: fc.nat(),
+      ch: jsonChar,
+    });
+    const mutated = fc
+      .tuple(stateText, fc.array(edit, { minLength: 1, maxLength: 3 }))
+      .map(([text, edits]) => {
+        for (const { op, at, ch } of edits) {
+          const p = text.length === 0 ? 0 : at % text.length;
+          if (op === 'delete') text = text.slice(0, p) + text.slice(p + 1);
+          else if (op === 'insert') text = text.slice(0, p) + ch + text.slice(p);
+          else if (op === 'replace') text = text.slice(0, p) + ch + text.slice(p + 1);
+          else text = text.slice(0, p);
+        }
+        return text;
+      });
+    const anyText = fc.oneof(
+      mutated,
+      fc.string({ unit: jsonChar, maxLength: 40 }),
+      fc.string({ unit: jsonChar, maxLength: 40 }).map((s) => `{${s}`),
+      fc.string({ unit: 'binary', maxLength: 20 }),
+      fc.jsonValue().map((v) => JSON.stringify(v)),
+    );
+    const isSyntaxRefusal = (message: string): boolean =>
+      /^body (is not valid|is empty|starts with)/.test(message);
+
+    /** The rules every outcome must satisfy against JSON.parse of the same text. */
+    function checkAgainstJsonParse(text: string, result: Outcome): void {
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(text);
+      } catch {
+        expect(result).toHaveProperty('error');
+        return;
+      }
+      if ('error' in result) {
+        // JSON.parse took it, so the refusal must name a state rule, not the syntax.
+        expect(isSyntaxRefusal(result.error)).toBe(false);
+        return;
+      }
+      const doc = parsed as Record<string, unknown>;
+      if (result.state.kind === 'terraform') expect(result.state).toEqual(expectedTerraform(doc));
+      else expect(result.state.encryptionVersion).toBe(doc.encryption_version);
+    }
+
+    it('text JSON.parse refuses is refused with InvalidStateError, in any chunking, with the same message', () => {
+      fc.assert(
+        fc.property(anyText, chunkSizes, (text, sizes) => {
+          // The inspector sees UTF-8, where a lone surrogate has become U+FFFD.
+          const body = Buffer.from(text, 'utf8');
+          const whole = outcome(body);
+          checkAgainstJsonParse(body.toString('utf8'), whole);
+          expect(outcome(body, sizes)).toEqual(whole);
+        }),
+        { numRuns: 3000 },
+      );
+    });
+
+    it('bytes that are not UTF-8 are refused; others are judged as their text', () => {
+      const byteEdit = fc.record({
+        op: fc.constantFrom('delete', 'insert', 'replace'),
+        at: fc.nat(),
+        byte: fc.oneof(fc.integer({ min: 0x80, max: 0xff }), fc.integer({ min: 0, max: 0xff })),
+      });
+      const bodies = fc.oneof(
+        fc.uint8Array({ maxLength: 40 }).map((a) => Buffer.from(a)),
+        fc
+          .tuple(stateText, fc.array(byteEdit, { minLength: 1, maxLength: 2 }))
+          .map(([text, edits]) => {
+            let bytes = Buffer.from(text, 'utf8');
+            for (const { op, at, byte } of edits) {
+              const p = at % bytes.length;
+              const b = Buffer.from([byte]);
+              if (op === 'delete')
+                bytes = Buffer.concat([bytes.subarray(0, p), bytes.subarray(p + 1)]);
+              else if (op === 'insert')
+                bytes = Buffer.concat([bytes.subarray(0, p), b, bytes.subarray(p)]);
+              else bytes = Buffer.concat([bytes.subarray(0, p), b, bytes.subarray(p + 1)]);
+            }
+            return bytes;
+          }),
+      );
+      const decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+      fc.assert(
+        fc.property(bodies, chunkSizes, (body, sizes) => {
+          const whole = outcome(body);
+          expect(outcome(body, sizes)).toEqual(whole);
+          let text: string;
+          try {
+            text = decoder.decode(body);
+          } catch {
+            expect(whole).toHaveProperty('error');
+            return;
+          }
+          checkAgainstJsonParse(text, whole);
+        }),
+        { numRuns: 2000 },
+      );
+    });
+  });
+
+  describe('throughput', () => {
+    /** A pretty-printed state of about `mib` MiB that looks like a real provider's. */
+    function bigState(mib: number): Buffer {
+      const policy = JSON.stringify({
+        Version: '2012-10-17',
+        Statement: [{ Effect: 'Allow', Action: ['s3:GetObject'], Resource: 'arn:aws:s3:::b/*' }],
+      });
+      const resources: unknown[] = [];
+      const state = {
+        version: 4,
+        terraform_version: '1.11.4',
+        serial: 42,
+        lineage: 'e539db4c-a061-564c-e3ad-4b3d4a924289',
+        outputs: { vpc_id: { value: 'vpc-0abc', type: 'string' } },
+        resources,
+        check_results: null,
+      };
+      const make = (i: number): unknown => ({
+        mode: 'managed',
+        type: 'aws_iam_role',
+        name: `role_${i}`,
+        provider: 'provider["registry.terraform.io/hashicorp/aws"]',
+        instances: [
+          {
+            index_key: `k${i}`,
+            schema_version: 0,
+            attributes: {
+              arn: `arn:aws:iam::123456789012:role/service-role-${i}`,
+              assume_role_policy: policy,
+              create_date: '2026-11-30T04:45:00Z',
+              description: `Rôle ${i} — managed by Terraform`,
+              force_detach_policies: false,
+              id: `service-role-${i}`,
+              max_session_duration: 3600,
+              tags: { Team: 'platform', Env: i % 2 === 0 ? 'prod' : 'dev', Cost: 12.5 },
+              managed_policy_arns: ['arn:aws:iam::aws:policy/ReadOnlyAccess'],
+              permissions_boundary: null,
+            },
+            sensitive_attributes: [],
+            dependencies: ['aws_iam_policy.base', `aws_s3_bucket.b${i % 7}`],
+          },
+        ],
+      });
+      const target = mib * 1024 * 1024;
+      const sample = JSON.stringify(make(0), null, 2).length + 8;
+      const count = Math.ceil(target / sample);
+      for (let i = 0; i < count; i++) resources.push(make(i));
+      return Buffer.from(`${JSON.stringify(state, null, 2)}\n`);
+    }
+
+    it('logs MB/s on a 50 MiB state fed in 64 KiB chunks', () => {
+      const body = bigState(50);
+      const mib = body.length / (1024 * 1024);
+      const rates: number[] = [];
+      for (let run = 0; run < 4; run++) {
+        const started = process.hrtime.bigint();
+        const inspector = new StateInspector();
+        for (let offset = 0; offset < body.length; offset += 65536) {
+          inspector.write(body.subarray(offset, offset + 65536));
+        }
+        expect(inspector.end()).toMatchObject({ kind: 'terraform', serial: 42 });
+        rates.push(mib / (Number(process.hrtime.bigint() - started) / 1e9));
+      }
+      const started = process.hrtime.bigint();
+      JSON.parse(body.toString('utf8'));
+      const parseRate = mib / (Number(process.hrtime.bigint() - started) / 1e9);
+      console.log(
+        `StateInspector: ${mib.toFixed(1)} MiB state, MiB/s per run: ${rates
+          .map((r) => r.toFixed(0))
+          .join(', ')} (best ${Math.max(...rates).toFixed(0)}); ` +
+          `JSON.parse of the same body: ${parseRate.toFixed(0)} MiB/s`,
+      );
+    }, 120_000);
+  });
+});
