@@ -1,4 +1,5 @@
 import { Injectable } from '@nestjs/common';
+import { sqlRows } from '../database/sql';
 import { DataSource, EntityManager } from 'typeorm';
 import { HeldLock } from '../common/errors';
 import { toHeldLock } from '../state/state.repository';
@@ -28,7 +29,8 @@ export class LockRepository {
     info: string,
     principal: string,
   ): Promise<HeldLock | undefined> {
-    const rows = await m.query<Parameters<typeof toHeldLock>[0][]>(
+    const rows = await sqlRows<Parameters<typeof toHeldLock>[0]>(
+      m,
       `INSERT INTO locks (state_id, lock_id, info, principal) VALUES ($1, $2, $3, $4)
        ON CONFLICT (state_id) DO NOTHING
        RETURNING lock_id, info, principal, created_at`,
@@ -47,7 +49,8 @@ export class LockRepository {
     lockId: string,
     principal: string,
   ): Promise<boolean> {
-    const rows = await m.query<unknown[]>(
+    const rows = await sqlRows<unknown>(
+      m,
       'DELETE FROM locks WHERE state_id = $1 AND lock_id = $2 AND principal = $3 RETURNING 1',
       [stateId, lockId, principal],
     );
@@ -62,7 +65,8 @@ export class LockRepository {
 
   /** Force-unlock: removes whatever lock is held and returns it. */
   async deleteAny(m: EntityManager, stateId: string): Promise<HeldLock | undefined> {
-    const rows = await m.query<Parameters<typeof toHeldLock>[0][]>(
+    const rows = await sqlRows<Parameters<typeof toHeldLock>[0]>(
+      m,
       'DELETE FROM locks WHERE state_id = $1 RETURNING lock_id, info, principal, created_at',
       [stateId],
     );
@@ -70,7 +74,8 @@ export class LockRepository {
   }
 
   async list(): Promise<LockListRow[]> {
-    return await this.db.query<LockListRow[]>(
+    return await sqlRows<LockListRow>(
+      this.db.manager,
       `SELECT u.name AS unit, s.workspace, l.lock_id, l.info, l.principal, l.created_at
          FROM locks l JOIN states s ON s.id = l.state_id JOIN units u ON u.id = s.unit_id
         ORDER BY u.name, s.workspace`,

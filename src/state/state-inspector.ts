@@ -197,9 +197,7 @@ const SPACES = 0x20202020;
  */
 function isPlainWord(w: number): boolean {
   return (
-    ((w | (w - 0x20202020) | ((w ^ 0x22222222) - 0x01010101) | ((w ^ 0x5c5c5c5c) - 0x01010101)) &
-      0x80808080) ===
-    0
+    ((w | ((w ^ 0x22222222) - 0x01010101) | ((w ^ 0x5c5c5c5c) - 0x01010101)) & 0x80808080) === 0
   );
 }
 
@@ -336,7 +334,7 @@ export class StateInspector {
     }
     if (this.pending !== null) throw new InvalidStateError(this.pending);
     if (!this.hasVersion) throw new InvalidStateError('state has no "version"');
-    if (false) throw new InvalidStateError('state has no "serial"');
+    if (this.serial === null) throw new InvalidStateError('state has no "serial"');
     if (this.lineage === null) throw new InvalidStateError('state has no "lineage"');
     return {
       kind: 'terraform',

@@ -1,4 +1,5 @@
 import { Injectable } from '@nestjs/common';
+import { sqlRows } from '../database/sql';
 import { DataSource, EntityManager } from 'typeorm';
 import { HeldLock } from '../common/errors';
 
@@ -92,7 +93,7 @@ export class StateRepository {
   }
 
   async findUnit(m: EntityManager, name: string): Promise<UnitRow | undefined> {
-    const rows = await m.query<UnitRow[]>('SELECT * FROM units WHERE name = $1', [name]);
+    const rows = await sqlRows<UnitRow>(m, 'SELECT * FROM units WHERE name = $1', [name]);
     return rows[0];
   }
 
@@ -107,13 +108,15 @@ export class StateRepository {
     name: string,
     principal: string,
   ): Promise<{ unit: UnitRow; created: boolean; revived: boolean }> {
-    const live = await m.query<UnitRow[]>(
+    const live = await sqlRows<UnitRow>(
+      m,
       'SELECT * FROM units WHERE name = $1 AND deleted_at IS NULL FOR SHARE',
       [name],
     );
     if (live.length > 0) return { unit: live[0], created: false, revived: false };
     // Insert, or revive a soft-deleted unit; the row lock it takes lasts until commit.
-    const rows = await m.query<(UnitRow & { inserted: boolean })[]>(
+    const rows = await sqlRows<UnitRow & { inserted: boolean }>(
+      m,
       `INSERT INTO units (name, created_by) VALUES ($1, $2)
        ON CONFLICT (name) DO UPDATE SET deleted_at = NULL, deleted_by = NULL
        RETURNING *, (xmax = 0) AS inserted`,
@@ -129,7 +132,8 @@ export class StateRepository {
     name: string,
     principal: string,
   ): Promise<UnitRow | undefined> {
-    const rows = await m.query<UnitRow[]>(
+    const rows = await sqlRows<UnitRow>(
+      m,
       `INSERT INTO units (name, created_by) VALUES ($1, $2)
        ON CONFLICT (name) DO NOTHING RETURNING *`,
       [name, principal],
@@ -144,7 +148,8 @@ export class StateRepository {
        ON CONFLICT (unit_id, workspace) DO NOTHING`,
       [unitId, workspace],
     );
-    const rows = await m.query<StateRow[]>(
+    const rows = await sqlRows<StateRow>(
+      m,
       'SELECT * FROM states WHERE unit_id = $1 AND workspace = $2',
       [unitId, workspace],
     );
@@ -156,7 +161,8 @@ export class StateRepository {
     unitId: string,
     workspace: string,
   ): Promise<StateRow | undefined> {
-    const rows = await m.query<StateRow[]>(
+    const rows = await sqlRows<StateRow>(
+      m,
       'SELECT * FROM states WHERE unit_id = $1 AND workspace = $2',
       [unitId, workspace],
     );
@@ -169,9 +175,11 @@ export class StateRepository {
    * same state: each sees the pointer the previous one left.
    */
   async lockStateRow(m: EntityManager, stateId: string): Promise<StateRow> {
-    const rows = await m.query<StateRow[]>('SELECT * FROM states WHERE id = $1 FOR NO KEY UPDATE', [
-      stateId,
-    ]);
+    const rows = await sqlRows<StateRow>(
+      m,
+      'SELECT * FROM states WHERE id = $1 FOR NO KEY UPDATE',
+      [stateId],
+    );
     return rows[0];
   }
 
@@ -181,7 +189,8 @@ export class StateRepository {
   }
 
   async holderOf(m: EntityManager, stateId: string): Promise<HeldLock | null> {
-    const rows = await m.query<LockRow[]>(
+    const rows = await sqlRows<LockRow>(
+      m,
       'SELECT lock_id, info, principal, created_at FROM locks WHERE state_id = $1',
       [stateId],
     );
@@ -193,7 +202,8 @@ export class StateRepository {
     m: EntityManager,
     unitId: string,
   ): Promise<(HeldLock & { workspace: string }) | null> {
-    const rows = await m.query<(LockRow & { workspace: string })[]>(
+    const rows = await sqlRows<LockRow & { workspace: string }>(
+      m,
       `SELECT l.lock_id, l.info, l.principal, l.created_at, s.workspace
          FROM locks l JOIN states s ON s.id = l.state_id
         WHERE s.unit_id = $1 ORDER BY s.workspace LIMIT 1`,
@@ -203,7 +213,8 @@ export class StateRepository {
   }
 
   async findVersionById(m: EntityManager, id: string): Promise<VersionRow | undefined> {
-    const rows = await m.query<VersionRow[]>(
+    const rows = await sqlRows<VersionRow>(
+      m,
       `SELECT ${VERSION_COLUMNS} FROM versions v WHERE v.id = $1`,
       [id],
     );
@@ -215,7 +226,8 @@ export class StateRepository {
     stateId: string,
     version: number,
   ): Promise<VersionRow | undefined> {
-    const rows = await m.query<VersionRow[]>(
+    const rows = await sqlRows<VersionRow>(
+      m,
       `SELECT ${VERSION_COLUMNS} FROM versions v WHERE v.state_id = $1 AND v.version = $2`,
       [stateId, version],
     );
@@ -230,7 +242,8 @@ export class StateRepository {
     unitName: string,
     workspace: string,
   ): Promise<{ unit: UnitRow | undefined; version: VersionRow | undefined }> {
-    const rows = await m.query<(VersionRow & { unit_id: string; unit_deleted_at: Date | null })[]>(
+    const rows = await sqlRows<VersionRow & { unit_id: string; unit_deleted_at: Date | null }>(
+      m,
       `SELECT u.id AS unit_id, u.deleted_at AS unit_deleted_at, ${VERSION_COLUMNS}
          FROM units u
          LEFT JOIN states s ON s.unit_id = u.id AND s.workspace = $2 AND s.deleted_at IS NULL
@@ -247,7 +260,8 @@ export class StateRepository {
 
   /** Inserts the next version of the state; the caller holds the state row lock. */
   async insertVersion(m: EntityManager, state: StateRow, v: NewVersion): Promise<VersionRow> {
-    const rows = await m.query<VersionRow[]>(
+    const rows = await sqlRows<VersionRow>(
+      m,
       `INSERT INTO versions (state_id, version, serial, lineage, terraform_version, encrypted,
                              sha256, md5, size, blob_key, outputs, created_by, door, restored_from)
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
@@ -292,7 +306,8 @@ export class StateRepository {
     newestVersion: number,
     keep: number,
   ): Promise<string[]> {
-    const dropped = await m.query<{ blob_key: string }[]>(
+    const dropped = await sqlRows<{ blob_key: string }>(
+      m,
       `DELETE FROM versions v USING states s
         WHERE v.state_id = $1 AND s.id = v.state_id AND v.version <= $2
           AND v.id IS DISTINCT FROM s.current_version_id
@@ -309,7 +324,8 @@ export class StateRepository {
   async unreferenced(m: EntityManager, keys: string[]): Promise<string[]> {
     if (keys.length === 0) return [];
     const unique = [...new Set(keys)];
-    const still = await m.query<{ blob_key: string }[]>(
+    const still = await sqlRows<{ blob_key: string }>(
+      m,
       'SELECT DISTINCT blob_key FROM versions WHERE blob_key = ANY($1::text[])',
       [unique],
     );
@@ -331,7 +347,9 @@ export class StateRepository {
 
   /** Locks the unit row for a delete, undelete or purge. */
   async lockUnit(m: EntityManager, name: string): Promise<UnitRow | undefined> {
-    const rows = await m.query<UnitRow[]>('SELECT * FROM units WHERE name = $1 FOR UPDATE', [name]);
+    const rows = await sqlRows<UnitRow>(m, 'SELECT * FROM units WHERE name = $1 FOR UPDATE', [
+      name,
+    ]);
     return rows[0];
   }
 
@@ -358,7 +376,8 @@ export class StateRepository {
 
   /** Removes a unit and everything under it; returns blob keys to delete after commit. */
   async purgeUnit(m: EntityManager, unitId: string): Promise<string[]> {
-    const keys = await m.query<{ blob_key: string }[]>(
+    const keys = await sqlRows<{ blob_key: string }>(
+      m,
       `SELECT DISTINCT v.blob_key FROM versions v JOIN states s ON s.id = v.state_id
         WHERE s.unit_id = $1`,
       [unitId],
@@ -372,7 +391,8 @@ export class StateRepository {
 
   /** Removes one state (workspace) and its versions; returns blob keys to delete after commit. */
   async purgeState(m: EntityManager, stateId: string): Promise<string[]> {
-    const keys = await m.query<{ blob_key: string }[]>(
+    const keys = await sqlRows<{ blob_key: string }>(
+      m,
       'SELECT DISTINCT blob_key FROM versions WHERE state_id = $1',
       [stateId],
     );
@@ -385,7 +405,8 @@ export class StateRepository {
 
   /** Live units by name, `prefix` filtered, after `cursor` (keyset pagination). */
   async listUnits(prefix: string, after: string | undefined, limit: number): Promise<UnitRow[]> {
-    return await this.db.query<UnitRow[]>(
+    return await sqlRows<UnitRow>(
+      this.db.manager,
       `SELECT * FROM units
         WHERE deleted_at IS NULL AND left(name, length($1)) = $1 AND ($2::text IS NULL OR name > $2)
         ORDER BY name LIMIT $3`,
@@ -394,7 +415,8 @@ export class StateRepository {
   }
 
   async listStates(unitId: string): Promise<StateSummaryRow[]> {
-    return await this.db.query<StateSummaryRow[]>(
+    return await sqlRows<StateSummaryRow>(
+      this.db.manager,
       `SELECT s.*, v.version AS current_version, v.serial AS current_serial,
               v.size AS current_size, v.created_at AS current_created_at,
               l.lock_id, l.principal AS lock_principal
@@ -412,7 +434,8 @@ export class StateRepository {
     before: number | undefined,
     limit: number,
   ): Promise<VersionRow[]> {
-    return await this.db.query<VersionRow[]>(
+    return await sqlRows<VersionRow>(
+      this.db.manager,
       `SELECT ${VERSION_COLUMNS} FROM versions v
         WHERE v.state_id = $1 AND ($2::int IS NULL OR v.version < $2)
         ORDER BY v.version DESC LIMIT $3`,

@@ -4,61 +4,14 @@ import type { FileHandle } from 'node:fs/promises';
 import * as path from 'node:path';
 import type { Readable } from 'node:stream';
 
-import { BlobNotFoundError } from './blob-store';
+import {
+  assertBlobKey,
+  assertByteRange,
+  BlobNotFoundError,
+  chunkToBuffer,
+  clampByteRange,
+} from './blob-store';
 import type { BlobStore, ByteRange, PutResult } from './blob-store';
-
-const KEY_ALPHABET = /^[A-Za-z0-9/_.-]+$/;
-
-/**
- * Throws unless `key` is a blob key every driver can store: characters from `[A-Za-z0-9/_.-]`,
- * no leading slash, no empty, `.` or `..` segments. Shared by all drivers so a key that works
- * on one driver works on every other.
- */
-export function assertBlobKey(key: string): void {
-  if (typeof key !== 'string' || !KEY_ALPHABET.test(key)) {
-    throw new TypeError(
-      `invalid blob key ${JSON.stringify(key)}: allowed characters are [A-Za-z0-9/_.-]`,
-    );
-  }
-  for (const segment of key.split('/')) {
-    if (segment === '' || segment === '.' || segment === '..') {
-      throw new TypeError(
-        `invalid blob key ${JSON.stringify(key)}: no leading slash, empty, "." or ".." segments`,
-      );
-    }
-  }
-}
-
-/** Throws unless `range` is a well-formed inclusive range (`0 <= start <= end`, integers). */
-export function assertByteRange(range: ByteRange): void {
-  const { start, end } = range;
-  if (!Number.isSafeInteger(start) || !Number.isSafeInteger(end) || start < 0 || end < start) {
-    throw new RangeError(`invalid byte range ${start}-${end}`);
-  }
-}
-
-/**
- * Clamps an inclusive range to a blob of `size` bytes the way S3 does: an `end` past the last
- * byte is cut to the last byte; a `start` at or past the end of the blob is unsatisfiable.
- */
-export function clampByteRange(key: string, range: ByteRange, size: number): ByteRange {
-  assertByteRange(range);
-  if (range.start >= size) {
-    throw new RangeError(
-      `byte range ${range.start}-${range.end} is not satisfiable for blob ${key} of ${size} bytes`,
-    );
-  }
-  return { start: range.start, end: Math.min(range.end, size - 1) };
-}
-
-/** `Buffer` view of a chunk read from a byte stream (string chunks come from `setEncoding`). */
-export function chunkToBuffer(chunk: unknown): Buffer {
-  if (Buffer.isBuffer(chunk)) return chunk;
-  if (chunk instanceof Uint8Array)
-    return Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
-  if (typeof chunk === 'string') return Buffer.from(chunk, 'utf8');
-  throw new TypeError(`blob body yielded a ${typeof chunk}, expected bytes`);
-}
 
 const TMP_DIR = '.tmp';
 const DIR_MODE = 0o700;

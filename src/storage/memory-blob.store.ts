@@ -1,8 +1,13 @@
 import { Readable } from 'node:stream';
 
-import { BlobNotFoundError } from './blob-store';
+import {
+  assertBlobKey,
+  assertByteRange,
+  chunkToBuffer,
+  clampByteRange,
+  BlobNotFoundError,
+} from './blob-store';
 import type { BlobStore, ByteRange, PutResult } from './blob-store';
-import { assertBlobKey, assertByteRange, chunkToBuffer, clampByteRange } from './fs-blob.store';
 
 /**
  * Blobs in a Map of Buffers, for tests and throwaway instances. Unlike the other drivers it
@@ -11,6 +16,11 @@ import { assertBlobKey, assertByteRange, chunkToBuffer, clampByteRange } from '.
 export class MemoryBlobStore implements BlobStore {
   readonly driver = 'memory' as const;
   private readonly blobs = new Map<string, Buffer>();
+
+  /** Keys held (tests check that nothing is left behind). */
+  keys(): string[] {
+    return [...this.blobs.keys()];
+  }
 
   async put(key: string, body: Readable): Promise<PutResult> {
     const chunks: Buffer[] = [];

@@ -1,6 +1,15 @@
 import { Readable } from 'node:stream';
 import type { DataSource } from 'typeorm';
-import { BlobNotFoundError, BlobStore, ByteRange, PutResult } from './blob-store';
+import { sqlRows } from '../database/sql';
+import {
+  assertBlobKey,
+  BlobNotFoundError,
+  BlobStore,
+  ByteRange,
+  chunkToBuffer,
+  clampByteRange,
+  PutResult,
+} from './blob-store';
 
 /** Every chunk but the last holds exactly this many bytes, so a range maps to chunk numbers. */
 export const PG_CHUNK_BYTES = 1024 * 1024;
@@ -17,6 +26,7 @@ export class PostgresBlobStore implements BlobStore {
   constructor(private readonly db: DataSource) {}
 
   async put(key: string, body: Readable): Promise<PutResult> {
+    assertBlobKey(key);
     let seq = 0;
     let size = 0;
     let pending: Buffer[] = [];
@@ -37,7 +47,7 @@ export class PostgresBlobStore implements BlobStore {
     };
     try {
       for await (const piece of body) {
-        const buf = piece as Buffer;
+        const buf = chunkToBuffer(piece);
         size += buf.length;
         pending.push(buf);
         pendingBytes += buf.length;
@@ -54,8 +64,8 @@ export class PostgresBlobStore implements BlobStore {
   async get(key: string, range?: ByteRange): Promise<Readable> {
     const size = await this.stat(key);
     if (size === undefined) throw new BlobNotFoundError(key);
-    const start = range?.start ?? 0;
-    const end = Math.min(range?.end ?? size - 1, size - 1);
+    const bounds = range ? clampByteRange(key, range, size) : { start: 0, end: size - 1 };
+    const { start, end } = bounds;
     let seq = Math.floor(start / PG_CHUNK_BYTES);
     const lastSeq = end < start ? seq - 1 : Math.floor(end / PG_CHUNK_BYTES);
     const db = this.db;
@@ -70,7 +80,8 @@ export class PostgresBlobStore implements BlobStore {
           stream.push(null);
           return;
         }
-        const rows = await db.query<{ data: Buffer }[]>(
+        const rows = await sqlRows<{ data: Buffer }>(
+          db.manager,
           'SELECT data FROM blob_chunks WHERE blob_key = $1 AND seq = $2',
           [key, seq],
         );
@@ -87,7 +98,9 @@ export class PostgresBlobStore implements BlobStore {
   }
 
   async stat(key: string): Promise<number | undefined> {
-    const rows = await this.db.query<{ n: number; size: string }[]>(
+    assertBlobKey(key);
+    const rows = await sqlRows<{ n: number; size: string }>(
+      this.db.manager,
       'SELECT count(*)::int AS n, coalesce(sum(octet_length(data)), 0)::bigint AS size FROM blob_chunks WHERE blob_key = $1',
       [key],
     );
@@ -95,6 +108,7 @@ export class PostgresBlobStore implements BlobStore {
   }
 
   async delete(key: string): Promise<void> {
+    assertBlobKey(key);
     await this.db.query('DELETE FROM blob_chunks WHERE blob_key = $1', [key]);
   }
 

@@ -10,9 +10,8 @@ import type { S3ClientConfig } from '@aws-sdk/client-s3';
 import { Upload } from '@aws-sdk/lib-storage';
 import { Readable } from 'node:stream';
 
-import { BlobNotFoundError } from './blob-store';
+import { assertBlobKey, assertByteRange, chunkToBuffer, BlobNotFoundError } from './blob-store';
 import type { BlobStore, ByteRange, PutResult } from './blob-store';
-import { assertBlobKey, assertByteRange, chunkToBuffer } from './fs-blob.store';
 
 export interface S3BlobStoreOptions {
   bucket: string;

@@ -3,8 +3,8 @@ import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { Readable } from 'node:stream';
 
-import { BlobNotFoundError } from '../../src/storage/blob-store';
-import { FsBlobStore, assertBlobKey } from '../../src/storage/fs-blob.store';
+import { assertBlobKey, BlobNotFoundError } from '../../src/storage/blob-store';
+import { FsBlobStore } from '../../src/storage/fs-blob.store';
 import {
   MiB,
   describeBlobStoreContract,

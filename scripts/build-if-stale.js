@@ -1,0 +1,38 @@
+'use strict';
+// Compiles src/ and migrations/ into dist/ when dist is missing or older than the sources.
+const { execFileSync } = require('node:child_process');
+const { existsSync, readdirSync, statSync, writeFileSync } = require('node:fs');
+const { join } = require('node:path');
+
+const root = join(__dirname, '..');
+const entry = join(root, 'dist', 'src', 'cli', 'main.js');
+const stamp = join(root, 'dist', '.build-stamp');
+
+function newestMtime(dir) {
+  let newest = 0;
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    const p = join(dir, e.name);
+    newest = Math.max(newest, e.isDirectory() ? newestMtime(p) : statSync(p).mtimeMs);
+  }
+  return newest;
+}
+
+function buildIfStale() {
+  const sources = Math.max(
+    newestMtime(join(root, 'src')),
+    newestMtime(join(root, 'migrations')),
+    statSync(join(root, 'tsconfig.json')).mtimeMs,
+    statSync(join(root, 'tsconfig.build.json')).mtimeMs,
+  );
+  if (existsSync(entry) && existsSync(stamp) && statSync(stamp).mtimeMs >= sources) return false;
+  process.stderr.write('statehouse: compiling (tsc -p tsconfig.build.json)…\n');
+  execFileSync(
+    process.execPath,
+    [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json'],
+    { cwd: root, stdio: 'inherit' },
+  );
+  writeFileSync(stamp, `${new Date().toISOString()}\n`);
+  return true;
+}
+
+module.exports = { buildIfStale, entry, root };

@@ -1,0 +1,23 @@
+import type { EntityManager } from 'typeorm';
+
+/**
+ * Runs a statement and returns its rows. TypeORM answers UPDATE and DELETE with
+ * `[rows, rowCount]` instead of the rows; this gives the rows for every kind of statement,
+ * so `... RETURNING` reads the same whatever the verb.
+ */
+export async function sqlRows<T>(
+  m: EntityManager,
+  sql: string,
+  params: unknown[] = [],
+): Promise<T[]> {
+  const result: unknown = await m.query(sql, params);
+  if (
+    Array.isArray(result) &&
+    result.length === 2 &&
+    Array.isArray(result[0]) &&
+    typeof result[1] === 'number'
+  ) {
+    return result[0] as T[];
+  }
+  return result as T[];
+}

@@ -1,0 +1,111 @@
+import { ChildProcess, spawn } from 'node:child_process';
+import { CLI, TEST_TOKEN } from './paths';
+
+export interface RunningServer {
+  url: string;
+  port: number;
+  token: string;
+  proc: ChildProcess;
+  /** Everything the process wrote so far (stdout and stderr). */
+  output: () => string;
+  /** Graceful stop (SIGTERM), waiting for exit. */
+  stop: () => Promise<void>;
+  /** SIGKILL: a crash. */
+  kill: () => Promise<void>;
+  /** Bearer header for the bootstrap token. */
+  auth: { Authorization: string };
+}
+
+/** The Node binary to run servers with (CI runs the suites on Node 20 and on Node 24). */
+export const NODE = process.env.STATEHOUSE_TEST_NODE ?? process.execPath;
+
+/**
+ * Starts `statehouse serve` in its own process on a free port and waits until /readyz answers.
+ * `env` is added to a minimal environment (no inherited STATEHOUSE_ settings).
+ */
+export async function spawnServer(
+  env: Record<string, string>,
+  options: { waitReady?: boolean; timeoutMs?: number } = {},
+): Promise<RunningServer> {
+  const baseEnv: Record<string, string> = {};
+  for (const [k, v] of Object.entries(process.env)) {
+    if (v !== undefined && !k.startsWith('STATEHOUSE_') && k !== 'DATABASE_URL') baseEnv[k] = v;
+  }
+  const proc = spawn(NODE, [CLI, 'serve'], {
+    env: {
+      ...baseEnv,
+      NODE_ENV: 'production',
+      PORT: '0',
+      STATEHOUSE_HOST: '127.0.0.1',
+      STATEHOUSE_BOOTSTRAP_TOKEN: TEST_TOKEN,
+      STATEHOUSE_LOG_LEVEL: 'info',
+      ...env,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  proc.stdout?.on('data', (d: Buffer) => (out += d.toString()));
+  proc.stderr?.on('data', (d: Buffer) => (out += d.toString()));
+  const exited = new Promise<number | null>((res) => proc.once('exit', (code) => res(code)));
+
+  const timeoutMs = options.timeoutMs ?? 60_000;
+  const deadline = Date.now() + timeoutMs;
+  let port = 0;
+  while (port === 0) {
+    const m = /listening on https?:\/\/[^:]+:(\d+)/.exec(out);
+    if (m) port = Number(m[1]);
+    else if (proc.exitCode !== null)
+      throw new Error(`server exited with ${proc.exitCode}:\n${out}`);
+    else if (Date.now() > deadline) {
+      proc.kill('SIGKILL');
+      throw new Error(`server did not start within ${timeoutMs} ms:\n${out}`);
+    } else await new Promise((r) => setTimeout(r, 50));
+  }
+  const scheme = env.STATEHOUSE_TLS_CERT_FILE ? 'https' : 'http';
+  const url = `${scheme}://127.0.0.1:${port}`;
+  if (options.waitReady !== false && scheme === 'http') {
+    for (;;) {
+      const r = await fetch(`${url}/readyz`).catch(() => undefined);
+      if (r?.status === 200) break;
+      if (Date.now() > deadline) throw new Error(`server never became ready:\n${out}`);
+      await new Promise((res) => setTimeout(res, 50));
+    }
+  }
+  const token = env.STATEHOUSE_BOOTSTRAP_TOKEN ?? TEST_TOKEN;
+  return {
+    url,
+    port,
+    token,
+    proc,
+    output: () => out,
+    auth: { Authorization: `Bearer ${token}` },
+    stop: async () => {
+      if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGTERM');
+      await exited;
+    },
+    kill: async () => {
+      if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL');
+      await exited;
+    },
+  };
+}
+
+/** Runs the CLI to completion and returns its exit code and output. */
+export async function runCli(
+  args: string[],
+  env: Record<string, string>,
+): Promise<{ code: number | null; output: string }> {
+  const baseEnv: Record<string, string> = {};
+  for (const [k, v] of Object.entries(process.env)) {
+    if (v !== undefined && !k.startsWith('STATEHOUSE_') && k !== 'DATABASE_URL') baseEnv[k] = v;
+  }
+  const proc = spawn(NODE, [CLI, ...args], {
+    env: { ...baseEnv, NODE_ENV: 'production', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  proc.stdout.on('data', (d: Buffer) => (output += d.toString()));
+  proc.stderr.on('data', (d: Buffer) => (output += d.toString()));
+  const code = await new Promise<number | null>((res) => proc.once('exit', (c) => res(c)));
+  return { code, output };
+}
