@@ -197,7 +197,9 @@ const SPACES = 0x20202020;
  */
 function isPlainWord(w: number): boolean {
   return (
-    ((w | ((w ^ 0x22222222) - 0x01010101) | ((w ^ 0x5c5c5c5c) - 0x01010101)) & 0x80808080) === 0
+    ((w | (w - 0x20202020) | ((w ^ 0x22222222) - 0x01010101) | ((w ^ 0x5c5c5c5c) - 0x01010101)) &
+      0x80808080) ===
+    0
   );
 }
 
@@ -645,7 +647,7 @@ export class StateInspector {
           i = skipWhitespace(buf, i, n, view);
           if (i === n) break main;
           c = buf[i];
-          throw this.syntax(
+          i = n; break; throw this.syntax(
             `unexpected ${describeByte(c)} at byte ${this.offset + i}, after the end of the object`,
           );
         }
