@@ -28,6 +28,15 @@ export function buildCli(): Command {
       process.exitCode = await runMigrateCommand(config, opts.check ?? false);
     });
 
+  program
+    .command('openapi')
+    .description('print the OpenAPI document of the management API (as served at /docs)')
+    .option('-o, --out <file>', 'write to a file instead of stdout')
+    .action(async (opts: { out?: string }) => {
+      const { runOpenApiCommand } = await import('./openapi.command');
+      await runOpenApiCommand(opts.out);
+    });
+
   return program;
 }
 

@@ -647,7 +647,7 @@ export class StateInspector {
           i = skipWhitespace(buf, i, n, view);
           if (i === n) break main;
           c = buf[i];
-          i = n; break; throw this.syntax(
+          throw this.syntax(
             `unexpected ${describeByte(c)} at byte ${this.offset + i}, after the end of the object`,
           );
         }

@@ -1,0 +1,96 @@
+import { MetadataScanner, NestFactory } from '@nestjs/core';
+import type { NestContainer } from '@nestjs/core';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { request } from 'node:http';
+import { AppModule } from '../../src/app.module';
+import { IS_PUBLIC } from '../../src/auth/auth.decorators';
+import { generateOpenApi } from '../../src/cli/openapi.command';
+import { loadConfig } from '../../src/config/config';
+import { freshServerEnv } from '../support/database';
+import { ROOT } from '../support/paths';
+import { RunningServer, spawnServer } from '../support/server';
+
+/** Routes that answer without a principal, on purpose. Anything else must demand one. */
+const EXPECTED_PUBLIC = ['HealthController.healthz', 'HealthController.readyz'];
+
+describe('the API contract', () => {
+  let server: RunningServer;
+  let cleanup: () => Promise<void>;
+
+  beforeAll(async () => {
+    const fresh = await freshServerEnv();
+    cleanup = fresh.cleanup;
+    server = await spawnServer(fresh.env);
+  });
+  afterAll(async () => {
+    await server?.stop();
+    await cleanup?.();
+  });
+
+  it('the committed openapi/openapi.json equals what the app generates (run `npm run openapi`)', async () => {
+    const committed = readFileSync(join(ROOT, 'openapi/openapi.json'), 'utf8');
+    expect(await generateOpenApi()).toBe(committed);
+  });
+
+  it('the server serves the same document at /docs/openapi.json, and Swagger UI at /docs', async () => {
+    const served = (await (await fetch(`${server.url}/docs/openapi.json`)).json()) as unknown;
+    expect(served).toEqual(JSON.parse(readFileSync(join(ROOT, 'openapi/openapi.json'), 'utf8')));
+    const ui = await fetch(`${server.url}/docs`);
+    expect(ui.status).toBe(200);
+    expect(await ui.text()).toContain('swagger');
+  });
+
+  it('only the routes marked @Public() are public', async () => {
+    const app = await NestFactory.create(
+      AppModule.forRoot(loadConfig({ NODE_ENV: 'test', STATEHOUSE_STORAGE: 'memory' })),
+      { preview: true, logger: false },
+    );
+    // Preview mode builds the module graph without instantiating anything (no database).
+    const container = (app as unknown as { container: NestContainer }).container;
+    const scanner = new MetadataScanner();
+    const publicRoutes: string[] = [];
+    let routeCount = 0;
+    const controllers = [...container.getModules().values()].flatMap((m) => [...m.controllers.values()]);
+    for (const wrapper of controllers) {
+      const type = wrapper.metatype as (new (...a: unknown[]) => unknown) | undefined;
+      if (!type) continue;
+      for (const method of scanner.getAllMethodNames(type.prototype)) {
+        const handler = (type.prototype as Record<string, unknown>)[method] as object;
+        if (Reflect.getMetadata('path', handler) === undefined) continue;
+        routeCount++;
+        const isPublic = Reflect.getMetadata(IS_PUBLIC, handler) ?? Reflect.getMetadata(IS_PUBLIC, type);
+        if (isPublic) publicRoutes.push(`${type.name}.${method}`);
+      }
+    }
+    await app.close();
+    expect(routeCount).toBeGreaterThan(15);
+    expect(publicRoutes.sort()).toEqual(EXPECTED_PUBLIC);
+  });
+
+  it('every documented route and the http backend answer 401 without a token', async () => {
+    const doc = JSON.parse(readFileSync(join(ROOT, 'openapi/openapi.json'), 'utf8')) as {
+      paths: Record<string, Record<string, unknown>>;
+    };
+    const publicPaths = new Set(['/healthz', '/readyz']);
+    const probes: [string, string][] = [];
+    for (const [path, methods] of Object.entries(doc.paths)) {
+      if (publicPaths.has(path)) continue;
+      const concrete = path.replace('{name}', 'team%2Fapp').replace('{version}', '1');
+      for (const m of Object.keys(methods)) probes.push([m.toUpperCase(), concrete]);
+    }
+    for (const m of ['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'LOCK', 'UNLOCK']) probes.push([m, '/v1/backend/team/app']);
+    expect(probes.length).toBeGreaterThan(20);
+    for (const [method, path] of probes) {
+      const status = await new Promise<number>((resolve, reject) => {
+        const req = request(`${server.url}${path}`, { method }, (res) => {
+          res.resume();
+          resolve(res.statusCode ?? 0);
+        });
+        req.on('error', reject);
+        req.end();
+      });
+      expect(`${method} ${path} → ${status}`).toBe(`${method} ${path} → 401`);
+    }
+  });
+});
