@@ -3,11 +3,11 @@
 // e2e (the server over real sockets), terraform (real terraform binary).
 const base = {
   testEnvironment: 'node',
-  testTimeout: 120000,
   transform: { '^.+\\.ts$': ['ts-jest', { isolatedModules: true, tsconfig: 'tsconfig.json' }] },
   moduleFileExtensions: ['ts', 'js', 'json'],
 };
 module.exports = {
+  testTimeout: 120000,
   globalSetup: '<rootDir>/test/support/global-setup.ts',
   projects: [
     { ...base, displayName: 'unit', testMatch: ['<rootDir>/test/unit/**/*.spec.ts'] },
