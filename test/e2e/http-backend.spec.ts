@@ -405,27 +405,43 @@ describe('Terraform HTTP backend door (/v1/backend/<unit…>)', () => {
       expect(def.status).toBe(404);
       expect(json(def)).toMatchObject({ code: 'state_not_found' });
       expect(await versionNumbers(name, 'dev')).toEqual([1]);
-      const ws = await api(`/v1/units/${enc(name)}/workspaces`);
-      expect(ws.status).toBe(200);
-      const list = JSON.parse(ws.body.toString()) as { workspace: string; currentVersion: number }[];
-      expect(list.map((x) => x.workspace).sort()).toEqual(['default', 'dev']);
-      expect(list.find((x) => x.workspace === 'dev')).toMatchObject({ currentVersion: 1 });
 
       // A lock on dev does not lock default.
       const info = await locked(name, 'L-dev', lockInfo('L-dev'), 'workspace=dev');
       await expectLockedBy(name, 'L-dev', info, 'dev');
       await expectUnlocked(name);
       expect((await post(name, SIMPLE)).status).toBe(200);
+      await expectState(name, SIMPLE);
+      await expectState(name, dev, 'dev');
       const unlock = await backend('UNLOCK', name, { query: 'workspace=dev', body: info });
       expect(unlock.status).toBe(200);
       await expectUnlocked(name, 'dev');
+    });
+
+    it('a unit created on first use through ?workspace=dev also has its default workspace', async () => {
+      const name = unique('workspace-first-use');
+      expect((await post(name, tfState(1, 'lineage-dev'), { query: 'workspace=dev' })).status).toBe(
+        200,
+      );
+      const ws = await api(`/v1/units/${enc(name)}/workspaces`);
+      expect(ws.status).toBe(200);
+      const list = JSON.parse(ws.body.toString()) as {
+        workspace: string;
+        currentVersion: number;
+      }[];
+      expect(list.find((x) => x.workspace === 'dev')).toMatchObject({ currentVersion: 1 });
+      // ARCHITECTURE.md: "`default` always exists".
+      expect(list.map((x) => x.workspace).sort()).toEqual(['default', 'dev']);
     });
 
     it('refuses an invalid workspace name with 400 invalid_name and stores nothing', async () => {
       const name = unique('bad-ws');
       const r = await post(name, SIMPLE, { query: 'workspace=a%2Fb' });
       expect(r.status).toBe(400);
-      expect(json(r)).toMatchObject({ code: 'invalid_name', message: expect.stringMatching(/workspace/) });
+      expect(json(r)).toMatchObject({
+        code: 'invalid_name',
+        message: expect.stringMatching(/workspace/),
+      });
       await expectNoUnit(name);
     });
   });
@@ -513,7 +529,11 @@ describe('Terraform HTTP backend door (/v1/backend/<unit…>)', () => {
       it('refuses a larger body sent chunked: 413 too_large', async () => {
         const name = unique('too-large-chunked');
         const body = stateOfSize(3 * LIMIT);
-        const pieces = [body.subarray(0, 40_000), body.subarray(40_000, 120_000), body.subarray(120_000)];
+        const pieces = [
+          body.subarray(0, 40_000),
+          body.subarray(40_000, 120_000),
+          body.subarray(120_000),
+        ];
         const r = await send(small, 'POST', bpath(name), {
           chunks: pieces,
           headers: { ...bearer(small), 'Content-Type': 'application/json' },
@@ -562,7 +582,10 @@ describe('Terraform HTTP backend door (/v1/backend/<unit…>)', () => {
       });
       const lock = await backend('LOCK', raw, { body: lockInfo('L-badname') });
       expect(lock.status).toBe(400);
-      expect(json(lock)).toMatchObject({ code: 'invalid_name', message: expect.stringMatching(rule) });
+      expect(json(lock)).toMatchObject({
+        code: 'invalid_name',
+        message: expect.stringMatching(rule),
+      });
       const get = await backend('GET', raw);
       expect(get.status).toBe(400);
       expect(json(get)).toMatchObject({ code: 'invalid_name' });
@@ -573,7 +596,10 @@ describe('Terraform HTTP backend door (/v1/backend/<unit…>)', () => {
       const before = await allUnitNames();
       const r = await send(server, 'POST', '/v1/backend/', { body: SIMPLE, headers: bearer() });
       expect(r.status).toBe(400);
-      expect(json(r)).toMatchObject({ code: 'invalid_name', message: expect.stringMatching(/empty/) });
+      expect(json(r)).toMatchObject({
+        code: 'invalid_name',
+        message: expect.stringMatching(/empty/),
+      });
       expect(await allUnitNames()).toEqual(before);
     });
 

@@ -396,6 +396,8 @@ describe('StateInspector', () => {
       expect(refusal(tf(`"${'k'.repeat(70000)}":1`)).message).toMatch(
         /top-level key names are too long/,
       );
+      const manyKeys = Array.from({ length: 20 }, (_, i) => `"${i}${'k'.repeat(4000)}":1`);
+      expect(refusal(tf(manyKeys.join(','))).message).toMatch(/top-level key names are too long/);
     });
   });
 
