@@ -1,6 +1,7 @@
 import { PGlite } from '@electric-sql/pglite';
 import { PGLiteSocketServer } from '@electric-sql/pglite-socket';
-import { chmodSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { execFile } from 'node:child_process';
+import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 /** The port number only names the socket file (`.s.PGSQL.<port>`); nothing listens on TCP. */
@@ -30,7 +31,11 @@ export class EmbeddedPostgres {
       chmodSync(socketDir, 0o700);
       const socketPath = join(socketDir, `.s.PGSQL.${EMBEDDED_SOCKET_PORT}`);
       rmSync(socketPath, { force: true }); // left behind by a process that was killed
-      const db = await PGlite.create({ dataDir: join(dataDir, 'pg') });
+      const pgDir = join(dataDir, 'pg');
+      // initdb grows PGlite's WebAssembly memory by ~500 MiB, and WebAssembly memory never
+      // shrinks: initialise a new data dir in a short-lived child process instead.
+      if (!existsSync(join(pgDir, 'PG_VERSION'))) await initInChildProcess(pgDir);
+      const db = await PGlite.create({ dataDir: pgDir });
       const server = new PGLiteSocketServer({ db, path: socketPath, maxConnections: 1 });
       await server.start();
       return new EmbeddedPostgres(db, server, socketDir, pidFile);
@@ -45,6 +50,23 @@ export class EmbeddedPostgres {
     await this.db.close();
     rmSync(this.pidFile, { force: true });
   }
+}
+
+function initInChildProcess(pgDir: string): Promise<void> {
+  const script =
+    'const { PGlite } = require(process.argv[1]);' +
+    'PGlite.create({ dataDir: process.argv[2] }).then((db) => db.close())' +
+    '.catch((e) => { console.error(e); process.exit(1); });';
+  return new Promise((resolve, reject) => {
+    execFile(
+      process.execPath,
+      ['-e', script, require.resolve('@electric-sql/pglite'), pgDir],
+      (err, _stdout, stderr) =>
+        err
+          ? reject(new Error(`initialising the embedded database failed: ${stderr || err.message}`))
+          : resolve(),
+    );
+  });
 }
 
 /**

@@ -337,7 +337,7 @@ export class StateInspector {
     if (this.pending !== null) throw new InvalidStateError(this.pending);
     if (!this.hasVersion) throw new InvalidStateError('state has no "version"');
     if (this.serial === null) throw new InvalidStateError('state has no "serial"');
-    if (false) throw new InvalidStateError('state has no "lineage"');
+    if (this.lineage === null) throw new InvalidStateError('state has no "lineage"');
     return {
       kind: 'terraform',
       version: 4,

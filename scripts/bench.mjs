@@ -1,0 +1,230 @@
+// `npm run bench`: the figures the core issue asks for, measured against the real server
+// process with load from a separate process (scripts/bench-load.mjs).
+//
+//  1. time to first healthy /readyz on the embedded default, new data dir and existing one;
+//  2. HTTP-backend POST and GET of 1 MiB and 50 MiB states (requests/s, MB/s), server peak RSS;
+//  3. lock acquire+release round trips per second, 32 concurrent clients, on PostgreSQL
+//     (a throwaway cluster via scripts/with-postgres.sh unless DATABASE_URL is set).
+//
+// Options: --quick (shorter runs), --only=readyz|http|locks.
+import { execFileSync, spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const require = createRequire(import.meta.url);
+require('./build-if-stale.js').buildIfStale();
+const CLI = join(root, 'dist/src/cli/main.js');
+const TOKEN = 'bench-bootstrap-token-0123456789abcdefghij';
+const args = process.argv.slice(2);
+const quick = args.includes('--quick');
+const only = args.find((a) => a.startsWith('--only='))?.slice(7);
+const SECONDS = quick ? 4 : 10;
+const MiB = 1024 * 1024;
+
+function baseEnv() {
+  const env = {};
+  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('STATEHOUSE_')) env[k] = v;
+  delete env.DATABASE_URL;
+  return env;
+}
+
+async function startServer(extraEnv) {
+  const t0 = performance.now();
+  const proc = spawn(process.execPath, [CLI, 'serve'], {
+    env: {
+      ...baseEnv(),
+      NODE_ENV: 'production',
+      PORT: '0',
+      STATEHOUSE_HOST: '127.0.0.1',
+      STATEHOUSE_BOOTSTRAP_TOKEN: TOKEN,
+      STATEHOUSE_LOG_LEVEL: 'warn',
+      ...extraEnv,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  proc.stdout.on('data', (d) => (out += d));
+  proc.stderr.on('data', (d) => (out += d));
+  let port;
+  // The listening line is logged at info; with level warn, find the port from /proc instead.
+  while (!port) {
+    if (proc.exitCode !== null) throw new Error(`server exited: ${out}`);
+    port = listeningPort(proc.pid);
+    if (!port) await sleep(10);
+  }
+  const url = `http://127.0.0.1:${port}`;
+  for (;;) {
+    const r = await fetch(`${url}/readyz`).catch(() => undefined);
+    if (r?.status === 200) break;
+    await sleep(10);
+  }
+  const readyMs = performance.now() - t0;
+  return {
+    url,
+    proc,
+    readyMs,
+    peakRssMiB: () => {
+      const m = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${proc.pid}/status`, 'utf8'));
+      return m ? Number(m[1]) / 1024 : NaN;
+    },
+    stop: () =>
+      new Promise((res) => {
+        proc.once('exit', res);
+        proc.kill('SIGTERM');
+      }),
+  };
+}
+
+/** The TCP port a process listens on, read from /proc (Linux). */
+function listeningPort(pid) {
+  let inodes;
+  try {
+    inodes = new Set(
+      execFileSync('ls', ['-l', `/proc/${pid}/fd`], { encoding: 'utf8' })
+        .split('\n')
+        .map((l) => /socket:\[(\d+)\]/.exec(l)?.[1])
+        .filter(Boolean),
+    );
+  } catch {
+    return undefined;
+  }
+  for (const file of ['/proc/net/tcp', '/proc/net/tcp6']) {
+    let lines = [];
+    try {
+      lines = readFileSync(file, 'utf8').split('\n').slice(1);
+    } catch {
+      continue;
+    }
+    for (const line of lines) {
+      const f = line.trim().split(/\s+/);
+      if (f[3] === '0A' && inodes.has(f[9])) return parseInt(f[1].split(':')[1], 16);
+    }
+  }
+  return undefined;
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+function load(scenario, url, concurrency, size = 0) {
+  const out = execFileSync(
+    process.execPath,
+    [
+      join(root, 'scripts/bench-load.mjs'),
+      scenario,
+      url,
+      TOKEN,
+      String(concurrency),
+      String(SECONDS),
+      String(size),
+    ],
+    { encoding: 'utf8', maxBuffer: 1 << 20 },
+  );
+  return JSON.parse(out.trim().split('\n').pop());
+}
+
+const report = [];
+const line = (s) => {
+  report.push(s);
+  console.log(s);
+};
+
+console.log(
+  `Statehouse benchmarks — node ${process.version}, ${new Date().toISOString()}${quick ? ' (quick)' : ''}`,
+);
+
+if (!only || only === 'readyz') {
+  line('\n## time to first healthy /readyz (embedded database, fs blobs)');
+  const dir = mkdtempSync(join(tmpdir(), 'statehouse-bench-'));
+  try {
+    const runs = { new: [], existing: [] };
+    for (let i = 0; i < 2; i++) {
+      const d = join(dir, `new-${i}`);
+      const s = await startServer({ STATEHOUSE_DATA_DIR: d });
+      runs.new.push(s.readyMs);
+      await s.stop();
+      const again = await startServer({ STATEHOUSE_DATA_DIR: d });
+      runs.existing.push(again.readyMs);
+      await again.stop();
+    }
+    line(`new data dir:      ${runs.new.map((m) => `${(m / 1000).toFixed(2)} s`).join(', ')}`);
+    line(`existing data dir: ${runs.existing.map((m) => `${(m / 1000).toFixed(2)} s`).join(', ')}`);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+if (!only || only === 'http') {
+  line('\n## HTTP backend, embedded database, fs blobs (load from a separate process)');
+  line('| state | op | clients | req/s | MB/s | p50 ms | p99 ms | non-200 | server peak RSS |');
+  line('|---|---|---|---|---|---|---|---|---|');
+  for (const [size, conc] of [
+    [1 * MiB, 8],
+    [50 * MiB, 2],
+  ]) {
+    const dir = mkdtempSync(join(tmpdir(), 'statehouse-bench-'));
+    const s = await startServer({ STATEHOUSE_DATA_DIR: dir });
+    try {
+      for (const op of ['post', 'get']) {
+        const r = load(op, s.url, conc, size);
+        line(
+          `| ${size / MiB} MiB | ${op.toUpperCase()} | ${conc} | ${r.perSecond} | ${r.mbPerSecond} | ${r.p50ms} | ${r.p99ms} | ${r.other} | ${s.peakRssMiB().toFixed(0)} MiB |`,
+        );
+      }
+    } finally {
+      await s.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }
+}
+
+if (!only || only === 'locks') {
+  if (!process.env.DATABASE_URL) {
+    line('\n## locks on PostgreSQL: starting a throwaway cluster (scripts/with-postgres.sh)');
+    try {
+      const out = execFileSync(
+        join(root, 'scripts/with-postgres.sh'),
+        [
+          process.execPath,
+          fileURLToPath(import.meta.url),
+          '--only=locks',
+          ...(quick ? ['--quick'] : []),
+        ],
+        {
+          encoding: 'utf8',
+          stdio: ['ignore', 'pipe', 'inherit'],
+        },
+      );
+      for (const l of out.split('\n').filter((l) => l.startsWith('|') || l.startsWith('##')))
+        line(l);
+    } catch (e) {
+      line(`PostgreSQL lock benchmark could not run: ${e.message.split('\n')[0]}`);
+    }
+  } else {
+    line('\n## lock acquire+release round trips, PostgreSQL, HTTP backend LOCK/UNLOCK');
+    line('| clients | states | round trips/s | p50 ms | p99 ms | refused (423) |');
+    line('|---|---|---|---|---|---|');
+    const dir = mkdtempSync(join(tmpdir(), 'statehouse-bench-'));
+    const s = await startServer({
+      STATEHOUSE_DATA_DIR: dir,
+      DATABASE_URL: process.env.DATABASE_URL,
+      STATEHOUSE_DATABASE_POOL_SIZE: '20',
+    });
+    try {
+      const own = load('lock', s.url, 32);
+      line(
+        `| 32 | one each | ${own.perSecond} | ${own.p50ms} | ${own.p99ms} | ${own.statuses['423'] ?? 0} |`,
+      );
+      const one = load('lock-contended', s.url, 32);
+      line(
+        `| 32 | one shared | ${one.perSecond} | ${one.p50ms} | ${one.p99ms} | ${one.statuses['423'] ?? 0} |`,
+      );
+    } finally {
+      await s.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }
+}
