@@ -8,6 +8,7 @@ import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { Logger } from 'nestjs-pino';
 import { AppModule } from './app.module';
+import { rejectMalformedEncoding } from './backend/raw-unit-path';
 import { AppConfig } from './config/config';
 import { runWithRequestContext } from './common/request-context';
 import { buildOpenApi } from './openapi';
@@ -52,6 +53,7 @@ export async function createApp(config: AppConfig): Promise<NestExpressApplicati
     res.setHeader('X-Request-Id', id);
     runWithRequestContext({ requestId: id, clientIp: req.ip }, next);
   });
+  app.use('/v1/backend', rejectMalformedEncoding);
   const json = express.json({ limit: '1mb' });
   app.use((req: Request, res: Response, next: NextFunction) => {
     if (isRawBodyRoute(req.method, req.path)) return next();

@@ -8,11 +8,12 @@ import { DomainError } from './errors';
 export async function readSmallBody(stream: Readable, limit: number): Promise<Buffer> {
   const chunks: Buffer[] = [];
   let size = 0;
-  for await (const chunk of stream) {
+  // Never destroy the request: that would cut the connection before the error is answered.
+  for await (const chunk of stream.iterator({ destroyOnReturn: false })) {
     const buf = chunk as Buffer;
     size += buf.length;
     if (size > limit) {
-      stream.destroy();
+      stream.resume(); // drain the rest so the answer can be sent
       throw new DomainError('too_large', `request body is larger than ${limit} bytes`);
     }
     chunks.push(buf);

@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { sqlRows } from '../database/sql';
 import { DataSource, EntityManager } from 'typeorm';
 import { HeldLock } from '../common/errors';
+import { DEFAULT_WORKSPACE } from '../common/names';
 
 export interface UnitRow {
   id: string;
@@ -123,6 +124,8 @@ export class StateRepository {
       [name, principal],
     );
     const { inserted, ...unit } = rows[0];
+    // `default` always exists, whichever workspace brought the unit into being.
+    if (inserted) await this.ensureState(m, unit.id, DEFAULT_WORKSPACE);
     return { unit, created: inserted, revived: !inserted };
   }
 
