@@ -2,7 +2,12 @@ import { DataSource } from 'typeorm';
 import { migrateUnderLock } from '../../src/database/migrator';
 import { schemaDrift } from '../../src/database/schema-check';
 import { createDataSource } from '../../src/database/data-source';
-import { ON_POSTGRES, freshPostgresDatabase, openTestDatabase, TestDatabase } from '../support/database';
+import {
+  ON_POSTGRES,
+  freshPostgresDatabase,
+  openTestDatabase,
+  TestDatabase,
+} from '../support/database';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -40,9 +45,11 @@ describe(`database (${ON_POSTGRES ? 'PostgreSQL' : 'embedded PGlite'})`, () => {
     });
     expect(await slowRollback).toBe('roll back');
     await committer;
-    const rows = (await ds.query('SELECT key FROM settings WHERE key LIKE $1 ORDER BY key', [`${key}-%`])) as {
-      key: string;
-    }[];
+    const rows = await ds.query<
+      {
+        key: string;
+      }[]
+    >('SELECT key FROM settings WHERE key LIKE $1 ORDER BY key', [`${key}-%`]);
     expect(rows.map((r) => r.key)).toEqual([`${key}-b`]);
   });
 
@@ -51,29 +58,41 @@ describe(`database (${ON_POSTGRES ? 'PostgreSQL' : 'embedded PGlite'})`, () => {
     await ds.query('INSERT INTO settings (key, value) VALUES ($1, $2)', [key, '0']);
     const bump = () =>
       ds.transaction(async (m) => {
-        const [row] = (await m.query('SELECT value FROM settings WHERE key = $1 FOR UPDATE', [key])) as {
-          value: string;
-        }[];
+        const [row] = await m.query<
+          {
+            value: string;
+          }[]
+        >('SELECT value FROM settings WHERE key = $1 FOR UPDATE', [key]);
         await sleep(1);
-        await m.query('UPDATE settings SET value = $2 WHERE key = $1', [key, String(Number(row.value) + 1)]);
+        await m.query('UPDATE settings SET value = $2 WHERE key = $1', [
+          key,
+          String(Number(row.value) + 1),
+        ]);
       });
     await Promise.all(Array.from({ length: 40 }, bump));
-    const [row] = (await ds.query('SELECT value FROM settings WHERE key = $1', [key])) as { value: string }[];
+    const [row] = await ds.query<{ value: string }[]>('SELECT value FROM settings WHERE key = $1', [
+      key,
+    ]);
     expect(row.value).toBe('40');
   });
 
-  (ON_POSTGRES ? it : it.skip)('replicas starting together apply the migrations once (advisory lock)', async () => {
-    const fresh = await freshPostgresDatabase();
-    const sources = Array.from({ length: 4 }, () => createDataSource({ url: fresh.url, poolSize: 2 }));
-    try {
-      await Promise.all(sources.map((s) => s.initialize()));
-      const applied = await Promise.all(sources.map((s) => migrateUnderLock(s)));
-      expect(applied.filter((a) => a.length > 0)).toHaveLength(1);
-      expect(applied.flat()).toEqual(['CoreSchema1764480000000']);
-      expect(await schemaDrift(sources[0])).toEqual([]);
-    } finally {
-      await Promise.all(sources.map((s) => (s.isInitialized ? s.destroy() : undefined)));
-      await fresh.drop();
-    }
-  });
+  (ON_POSTGRES ? it : it.skip)(
+    'replicas starting together apply the migrations once (advisory lock)',
+    async () => {
+      const fresh = await freshPostgresDatabase();
+      const sources = Array.from({ length: 4 }, () =>
+        createDataSource({ url: fresh.url, poolSize: 2 }),
+      );
+      try {
+        await Promise.all(sources.map((s) => s.initialize()));
+        const applied = await Promise.all(sources.map((s) => migrateUnderLock(s)));
+        expect(applied.filter((a) => a.length > 0)).toHaveLength(1);
+        expect(applied.flat()).toEqual(['CoreSchema1764480000000']);
+        expect(await schemaDrift(sources[0])).toEqual([]);
+      } finally {
+        await Promise.all(sources.filter((s) => s.isInitialized).map((s) => s.destroy()));
+        await fresh.drop();
+      }
+    },
+  );
 });

@@ -6,7 +6,9 @@ import { ON_POSTGRES, openTestDatabase, TestDatabase } from '../support/database
 import { ADMIN, ALICE, BOB, body, buildServices, Services, tfState } from '../support/services';
 
 const info = (id: string, who = 'someone@host'): Buffer =>
-  Buffer.from(`{"ID":"${id}","Operation":"OperationTypeApply","Info":"","Who":"${who}","Version":"1.11.4","Created":"2026-11-30T00:00:00.000000000Z","Path":""}`);
+  Buffer.from(
+    `{"ID":"${id}","Operation":"OperationTypeApply","Info":"","Who":"${who}","Version":"1.11.4","Created":"2026-11-30T00:00:00.000000000Z","Path":""}`,
+  );
 
 async function failure(p: Promise<unknown>): Promise<DomainError> {
   try {
@@ -39,7 +41,10 @@ describe('lock authority on a real database', () => {
   it('acquire on a unit that does not exist creates it, and stores the LockInfo as sent', async () => {
     const held = await s.locks.acquire(addr(), ALICE, info('L1', 'alice'), { generateId: false });
     expect(held.infoJson).toBe(info('L1', 'alice').toString());
-    expect((await s.states.getUnit(unit, ADMIN)).workspaces[0]).toMatchObject({ workspace: 'default', locked: true });
+    expect((await s.states.getUnit(unit, ADMIN)).workspaces[0]).toMatchObject({
+      workspace: 'default',
+      locked: true,
+    });
     const view = await s.locks.get(addr(), ADMIN);
     expect(view).toMatchObject({ id: 'L1', principal: 'user:alice', info: { Who: 'alice' } });
   });
@@ -65,7 +70,9 @@ describe('lock authority on a real database', () => {
   });
 
   it('generates an ID for the API when the LockInfo has none', async () => {
-    const held = await s.locks.acquire(addr(), ALICE, Buffer.from('{"Who":"api"}'), { generateId: true });
+    const held = await s.locks.acquire(addr(), ALICE, Buffer.from('{"Who":"api"}'), {
+      generateId: true,
+    });
     expect(held.id).toMatch(/^[0-9a-f-]{36}$/);
     expect(JSON.parse(held.infoJson)).toMatchObject({ ID: held.id, Who: 'api' });
   });
@@ -109,7 +116,13 @@ describe('lock authority on a real database', () => {
 
   describe('writes while locked', () => {
     const write = (p: Principal, serial: number, lockId?: string) =>
-      s.states.write({ ...addr(), principal: p, door: 'http', body: body(tfState(serial)), lockId });
+      s.states.write({
+        ...addr(),
+        principal: p,
+        door: 'http',
+        body: body(tfState(serial)),
+        lockId,
+      });
 
     it('the holder writes with its lock ID; without it, with another ID, or as another principal it is refused', async () => {
       await write(ALICE, 1);
@@ -131,7 +144,8 @@ describe('lock authority on a real database', () => {
 
     it('the S3 door, which cannot send an ID, is decided by the principal', async () => {
       await s.locks.acquire(addr(), ALICE, info('L1'), { generateId: false });
-      const s3 = (p: Principal) => s.states.write({ ...addr(), principal: p, door: 's3', body: body(tfState(1)) });
+      const s3 = (p: Principal) =>
+        s.states.write({ ...addr(), principal: p, door: 's3', body: body(tfState(1)) });
       expect((await failure(s3(BOB))).code).toBe('locked');
       expect((await s3(ALICE)).created).toBe(true);
     });
@@ -153,7 +167,8 @@ describe('lock authority on a real database', () => {
 
   it('of many concurrent acquirers on one state, exactly one wins, every round', async () => {
     const sources: DataSource[] = [db.dataSource];
-    if (ON_POSTGRES && db.connectAnother) sources.push(await db.connectAnother(), await db.connectAnother());
+    if (ON_POSTGRES && db.connectAnother)
+      sources.push(await db.connectAnother(), await db.connectAnother());
     const services = sources.map((ds) => buildServices(ds, new MemoryBlobStore()));
     for (let round = 0; round < 5; round++) {
       const target = { unit: `${unit}-race-${round}`, workspace: 'default' };

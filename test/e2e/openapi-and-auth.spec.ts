@@ -34,7 +34,7 @@ describe('the API contract', () => {
   });
 
   it('the server serves the same document at /docs/openapi.json, and Swagger UI at /docs', async () => {
-    const served = (await (await fetch(`${server.url}/docs/openapi.json`)).json()) as unknown;
+    const served: unknown = await (await fetch(`${server.url}/docs/openapi.json`)).json();
     expect(served).toEqual(JSON.parse(readFileSync(join(ROOT, 'openapi/openapi.json'), 'utf8')));
     const ui = await fetch(`${server.url}/docs`);
     expect(ui.status).toBe(200);
@@ -51,7 +51,9 @@ describe('the API contract', () => {
     const scanner = new MetadataScanner();
     const publicRoutes: string[] = [];
     let routeCount = 0;
-    const controllers = [...container.getModules().values()].flatMap((m) => [...m.controllers.values()]);
+    const controllers = [...container.getModules().values()].flatMap((m) => [
+      ...m.controllers.values(),
+    ]);
     for (const wrapper of controllers) {
       const type = wrapper.metatype as (new (...a: unknown[]) => unknown) | undefined;
       if (!type) continue;
@@ -59,7 +61,8 @@ describe('the API contract', () => {
         const handler = (type.prototype as Record<string, unknown>)[method] as object;
         if (Reflect.getMetadata('path', handler) === undefined) continue;
         routeCount++;
-        const isPublic = Reflect.getMetadata(IS_PUBLIC, handler) ?? Reflect.getMetadata(IS_PUBLIC, type);
+        const isPublic =
+          Reflect.getMetadata(IS_PUBLIC, handler) ?? Reflect.getMetadata(IS_PUBLIC, type);
         if (isPublic) publicRoutes.push(`${type.name}.${method}`);
       }
     }
@@ -79,7 +82,8 @@ describe('the API contract', () => {
       const concrete = path.replace('{name}', 'team%2Fapp').replace('{version}', '1');
       for (const m of Object.keys(methods)) probes.push([m.toUpperCase(), concrete]);
     }
-    for (const m of ['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'LOCK', 'UNLOCK']) probes.push([m, '/v1/backend/team/app']);
+    for (const m of ['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'LOCK', 'UNLOCK'])
+      probes.push([m, '/v1/backend/team/app']);
     expect(probes.length).toBeGreaterThan(20);
     for (const [method, path] of probes) {
       const status = await new Promise<number>((resolve, reject) => {

@@ -22,6 +22,10 @@ const ATTEMPTS_PER_ROUND = 40;
 
 const describeOnPostgres = ON_POSTGRES ? describe : describe.skip;
 const SUITE = 'two server processes on one PostgreSQL database';
+const NOT_APPLICABLE = `${SUITE} — needs PostgreSQL: run via scripts/with-postgres.sh`;
+
+// Jest prints no names for a file whose tests are all skipped: say it here too.
+if (!ON_POSTGRES) console.warn(`replicas.spec.ts skipped (not applicable): ${NOT_APPLICABLE}`);
 
 function lockInfo(who: string): string {
   return JSON.stringify({
@@ -53,154 +57,149 @@ function tfState(serial: number, lineage: string, padding = 0): string {
   );
 }
 
-describeOnPostgres(
-  ON_POSTGRES ? SUITE : `${SUITE} — needs PostgreSQL: run via scripts/with-postgres.sh`,
-  () => {
-    let a: RunningServer;
-    let b: RunningServer;
-    let cleanup: (() => Promise<void>) | undefined;
-    let secondDataDir: string | undefined;
+describeOnPostgres(ON_POSTGRES ? SUITE : NOT_APPLICABLE, () => {
+  let a: RunningServer;
+  let b: RunningServer;
+  let cleanup: (() => Promise<void>) | undefined;
+  let secondDataDir: string | undefined;
 
-    const basic = (s: RunningServer): string =>
-      `Basic ${Buffer.from(`terraform:${s.token}`).toString('base64')}`;
+  const basic = (s: RunningServer): string =>
+    `Basic ${Buffer.from(`terraform:${s.token}`).toString('base64')}`;
 
-    function backend(
-      s: RunningServer,
-      unit: string,
-      method: string,
-      body?: string | Buffer,
-      query = '',
-    ): Promise<Response> {
-      return fetch(`${s.url}/v1/backend/${unit}${query}`, {
-        method,
-        headers: { Authorization: basic(s), 'Content-Type': 'application/json' },
-        body,
-      });
-    }
-
-    async function heldLock(s: RunningServer, unit: string): Promise<Response> {
-      return fetch(`${s.url}/v1/units/${encodeURIComponent(unit)}/lock`, { headers: s.auth });
-    }
-
-    beforeAll(async () => {
-      const fresh = await freshServerEnv();
-      cleanup = fresh.cleanup;
-      secondDataDir = mkdtempSync(join(tmpdir(), 'statehouse-replica-'));
-      // Both at once: they race on migrations and on everything generated at first start.
-      [a, b] = await Promise.all([
-        spawnServer(fresh.env),
-        spawnServer({ ...fresh.env, STATEHOUSE_DATA_DIR: secondDataDir }),
-      ]);
-    }, 120_000);
-
-    afterAll(async () => {
-      await Promise.all([a?.stop(), b?.stop()]);
-      await cleanup?.();
-      if (secondDataDir) rmSync(secondDataDir, { recursive: true, force: true });
+  function backend(
+    s: RunningServer,
+    unit: string,
+    method: string,
+    body?: string | Buffer,
+    query = '',
+  ): Promise<Response> {
+    return fetch(`${s.url}/v1/backend/${unit}${query}`, {
+      method,
+      headers: { Authorization: basic(s), 'Content-Type': 'application/json' },
+      body,
     });
+  }
 
-    it('both replicas are ready and share the database', async () => {
-      for (const s of [a, b]) expect((await fetch(`${s.url}/readyz`)).status).toBe(200);
-      expect(a.port).not.toBe(b.port);
-      expect(a.output()).toMatch(/database postgresql/);
-      expect(b.output()).toMatch(/database postgresql/);
-    });
+  async function heldLock(s: RunningServer, unit: string): Promise<Response> {
+    return fetch(`${s.url}/v1/units/${encodeURIComponent(unit)}/lock`, { headers: s.auth });
+  }
 
-    it(`${ATTEMPTS_PER_ROUND} concurrent LOCKs over both replicas: exactly one wins, ${ROUNDS} rounds out of ${ROUNDS}`, async () => {
-      const failures: string[] = [];
-      for (let round = 0; round < ROUNDS; round++) {
-        const unit = `replicas/race-${round}-${randomUUID().slice(0, 8)}`; // created by the LOCKs
-        const attempts = Array.from({ length: ATTEMPTS_PER_ROUND }, (_, i) => ({
-          via: i % 2 === 0 ? a : b,
-          replica: i % 2 === 0 ? 'A' : 'B',
-          info: lockInfo(`racer-${i}@round-${round}`),
-        }));
-        const answers = await Promise.all(
-          attempts.map(async (x) => {
-            const r = await backend(x.via, unit, 'LOCK', x.info);
-            return { ...x, status: r.status, body: await r.text() };
-          }),
+  beforeAll(async () => {
+    const fresh = await freshServerEnv();
+    cleanup = fresh.cleanup;
+    secondDataDir = mkdtempSync(join(tmpdir(), 'statehouse-replica-'));
+    // Both at once: they race on migrations and on everything generated at first start.
+    [a, b] = await Promise.all([
+      spawnServer(fresh.env),
+      spawnServer({ ...fresh.env, STATEHOUSE_DATA_DIR: secondDataDir }),
+    ]);
+  }, 120_000);
+
+  afterAll(async () => {
+    await Promise.all([a?.stop(), b?.stop()]);
+    await cleanup?.();
+    if (secondDataDir) rmSync(secondDataDir, { recursive: true, force: true });
+  });
+
+  it('both replicas are ready and share the database', async () => {
+    for (const s of [a, b]) expect((await fetch(`${s.url}/readyz`)).status).toBe(200);
+    expect(a.port).not.toBe(b.port);
+    expect(a.output()).toMatch(/database postgresql/);
+    expect(b.output()).toMatch(/database postgresql/);
+  });
+
+  it(`${ATTEMPTS_PER_ROUND} concurrent LOCKs over both replicas: exactly one wins, ${ROUNDS} rounds out of ${ROUNDS}`, async () => {
+    const failures: string[] = [];
+    for (let round = 0; round < ROUNDS; round++) {
+      const unit = `replicas/race-${round}-${randomUUID().slice(0, 8)}`; // created by the LOCKs
+      const attempts = Array.from({ length: ATTEMPTS_PER_ROUND }, (_, i) => ({
+        via: i % 2 === 0 ? a : b,
+        replica: i % 2 === 0 ? 'A' : 'B',
+        info: lockInfo(`racer-${i}@round-${round}`),
+      }));
+      const answers = await Promise.all(
+        attempts.map(async (x) => {
+          const r = await backend(x.via, unit, 'LOCK', x.info);
+          return { ...x, status: r.status, body: await r.text() };
+        }),
+      );
+      const won = answers.filter((x) => x.status === 200);
+      const refused = answers.filter((x) => x.status === 423);
+      const other = answers.filter((x) => x.status !== 200 && x.status !== 423);
+      if (won.length !== 1 || other.length > 0) {
+        failures.push(
+          `round ${round}: ${won.length} won, ${refused.length} got 423, others: ` +
+            JSON.stringify(other.map((x) => ({ via: x.replica, status: x.status, body: x.body }))),
         );
-        const won = answers.filter((x) => x.status === 200);
-        const refused = answers.filter((x) => x.status === 423);
-        const other = answers.filter((x) => x.status !== 200 && x.status !== 423);
-        if (won.length !== 1 || other.length > 0) {
-          failures.push(
-            `round ${round}: ${won.length} won, ${refused.length} got 423, others: ` +
-              JSON.stringify(
-                other.map((x) => ({ via: x.replica, status: x.status, body: x.body })),
-              ),
-          );
-          continue;
-        }
-        const [winner] = won;
-        // The winner is told its own LockInfo; every loser gets the winner's, byte for byte.
-        expect(winner.body).toBe(winner.info);
-        const wrongBodies = refused.filter((x) => x.body !== winner.info);
-        if (wrongBodies.length > 0) {
-          failures.push(
-            `round ${round}: ${wrongBodies.length} refusals did not carry the winner's LockInfo, e.g. ${wrongBodies[0].body}`,
-          );
-        }
-        // Both replicas see the same holder.
-        const winnerId = (JSON.parse(winner.info) as { ID: string }).ID;
-        for (const s of [a, b]) {
-          const r = await heldLock(s, unit);
-          const view = r.status === 200 ? ((await r.json()) as { id: string }) : undefined;
-          if (view?.id !== winnerId) {
-            failures.push(`round ${round}: GET lock via ${s.url} → ${r.status} ${view?.id}`);
-          }
-        }
-        // The holder releases through the replica it did not lock through.
-        const release = await backend(winner.via === a ? b : a, unit, 'UNLOCK', winner.info);
-        if (release.status !== 200) failures.push(`round ${round}: UNLOCK → ${release.status}`);
+        continue;
       }
-      expect(failures).toEqual([]);
-    });
-
-    it('a state written through replica A reads back byte for byte through replica B', async () => {
-      const unit = `replicas/write-${randomUUID().slice(0, 8)}`;
-      const lineage = randomUUID();
-      const small = Buffer.from(tfState(1, lineage));
-      const large = Buffer.from(tfState(2, lineage, 6 * 1024 * 1024)); // spans several chunks
-
-      for (const [body, serial] of [
-        [small, 1],
-        [large, 2],
-      ] as const) {
-        const put = await backend(a, unit, 'POST', body);
-        expect(put.status).toBe(200);
-        const got = await backend(b, unit, 'GET');
-        expect(got.status).toBe(200);
-        const bytes = Buffer.from(await got.arrayBuffer());
-        expect(bytes.length).toBe(body.length);
-        expect(bytes.equals(body)).toBe(true);
-        const viaApi = await fetch(`${b.url}/v1/units/${encodeURIComponent(unit)}/state`, {
-          headers: b.auth,
-        });
-        expect(viaApi.headers.get('x-statehouse-version')).toBe(String(serial));
-        expect(Buffer.from(await viaApi.arrayBuffer()).equals(body)).toBe(true);
+      const [winner] = won;
+      // The winner is told its own LockInfo; every loser gets the winner's, byte for byte.
+      expect(winner.body).toBe(winner.info);
+      const wrongBodies = refused.filter((x) => x.body !== winner.info);
+      if (wrongBodies.length > 0) {
+        failures.push(
+          `round ${round}: ${wrongBodies.length} refusals did not carry the winner's LockInfo, e.g. ${wrongBodies[0].body}`,
+        );
       }
-    });
+      // Both replicas see the same holder.
+      const winnerId = (JSON.parse(winner.info) as { ID: string }).ID;
+      for (const s of [a, b]) {
+        const r = await heldLock(s, unit);
+        const view = r.status === 200 ? ((await r.json()) as { id: string }) : undefined;
+        if (view?.id !== winnerId) {
+          failures.push(`round ${round}: GET lock via ${s.url} → ${r.status} ${view?.id}`);
+        }
+      }
+      // The holder releases through the replica it did not lock through.
+      const release = await backend(winner.via === a ? b : a, unit, 'UNLOCK', winner.info);
+      if (release.status !== 200) failures.push(`round ${round}: UNLOCK → ${release.status}`);
+    }
+    expect(failures).toEqual([]);
+  });
 
-    it('UNLOCK through replica B releases a lock taken through replica A', async () => {
-      const unit = `replicas/unlock-${randomUUID().slice(0, 8)}`;
-      const info = lockInfo('holder@a');
-      expect((await backend(a, unit, 'LOCK', info)).status).toBe(200);
+  it('a state written through replica A reads back byte for byte through replica B', async () => {
+    const unit = `replicas/write-${randomUUID().slice(0, 8)}`;
+    const lineage = randomUUID();
+    const small = Buffer.from(tfState(1, lineage));
+    const large = Buffer.from(tfState(2, lineage, 6 * 1024 * 1024)); // spans several chunks
 
-      const other = lockInfo('other@b');
-      const refused = await backend(b, unit, 'LOCK', other);
-      expect(refused.status).toBe(423);
-      expect(await refused.text()).toBe(info);
+    for (const [body, serial] of [
+      [small, 1],
+      [large, 2],
+    ] as const) {
+      const put = await backend(a, unit, 'POST', body);
+      expect(put.status).toBe(200);
+      const got = await backend(b, unit, 'GET');
+      expect(got.status).toBe(200);
+      const bytes = Buffer.from(await got.arrayBuffer());
+      expect(bytes.length).toBe(body.length);
+      expect(bytes.equals(body)).toBe(true);
+      const viaApi = await fetch(`${b.url}/v1/units/${encodeURIComponent(unit)}/state`, {
+        headers: b.auth,
+      });
+      expect(viaApi.headers.get('x-statehouse-version')).toBe(String(serial));
+      expect(Buffer.from(await viaApi.arrayBuffer()).equals(body)).toBe(true);
+    }
+  });
 
-      expect((await backend(b, unit, 'UNLOCK', info)).status).toBe(200);
-      expect((await heldLock(a, unit)).status).toBe(404);
-      expect((await heldLock(b, unit)).status).toBe(404);
-      // Released for everyone: the other client now gets it through A.
-      const next = await backend(a, unit, 'LOCK', other);
-      expect(next.status).toBe(200);
-      expect(await next.text()).toBe(other);
-      expect((await backend(a, unit, 'UNLOCK', other)).status).toBe(200);
-    });
-  },
-);
+  it('UNLOCK through replica B releases a lock taken through replica A', async () => {
+    const unit = `replicas/unlock-${randomUUID().slice(0, 8)}`;
+    const info = lockInfo('holder@a');
+    expect((await backend(a, unit, 'LOCK', info)).status).toBe(200);
+
+    const other = lockInfo('other@b');
+    const refused = await backend(b, unit, 'LOCK', other);
+    expect(refused.status).toBe(423);
+    expect(await refused.text()).toBe(info);
+
+    expect((await backend(b, unit, 'UNLOCK', info)).status).toBe(200);
+    expect((await heldLock(a, unit)).status).toBe(404);
+    expect((await heldLock(b, unit)).status).toBe(404);
+    // Released for everyone: the other client now gets it through A.
+    const next = await backend(a, unit, 'LOCK', other);
+    expect(next.status).toBe(200);
+    expect(await next.text()).toBe(other);
+    expect((await backend(a, unit, 'UNLOCK', other)).status).toBe(200);
+  });
+});

@@ -22,7 +22,12 @@ describe('starting the server', () => {
       STATEHOUSE_BOOTSTRAP_TOKEN: 'short',
     });
     expect(r.code).toBe(2);
-    for (const name of ['PORT', 'STATEHOUSE_STORAGE', 'STATEHOUSE_MAX_VERSIONS', 'STATEHOUSE_BOOTSTRAP_TOKEN']) {
+    for (const name of [
+      'PORT',
+      'STATEHOUSE_STORAGE',
+      'STATEHOUSE_MAX_VERSIONS',
+      'STATEHOUSE_BOOTSTRAP_TOKEN',
+    ]) {
       expect(r.output).toContain(name);
     }
     expect(r.output).toContain('fs, s3, postgres, memory');
@@ -42,9 +47,13 @@ describe('starting the server', () => {
     const printed = /\b(shb_[A-Za-z0-9_-]{43})\b/.exec(first.output());
     expect(printed).not.toBeNull();
     const token = printed![1];
-    const ok = await fetch(`${first.url}/v1/units`, { headers: { Authorization: `Bearer ${token}` } });
+    const ok = await fetch(`${first.url}/v1/units`, {
+      headers: { Authorization: `Bearer ${token}` },
+    });
     expect(ok.status).toBe(200);
-    const bad = await fetch(`${first.url}/v1/units`, { headers: { Authorization: `Bearer ${token}x` } });
+    const bad = await fetch(`${first.url}/v1/units`, {
+      headers: { Authorization: `Bearer ${token}x` },
+    });
     expect(bad.status).toBe(401);
     // Printed once: the structured log never repeats it, even after it was used.
     expect(first.output().split(token).length - 1).toBe(1);
@@ -52,7 +61,9 @@ describe('starting the server', () => {
 
     const second = await spawnServer({ ...env, STATEHOUSE_BOOTSTRAP_TOKEN: '' });
     expect(second.output()).not.toContain('shb_');
-    const again = await fetch(`${second.url}/v1/units`, { headers: { Authorization: `Bearer ${token}` } });
+    const again = await fetch(`${second.url}/v1/units`, {
+      headers: { Authorization: `Bearer ${token}` },
+    });
     expect(again.status).toBe(200);
     // An admin can disable it for good.
     const del = await fetch(`${second.url}/v1/auth/bootstrap`, {
@@ -60,7 +71,9 @@ describe('starting the server', () => {
       headers: { Authorization: `Bearer ${token}` },
     });
     expect(del.status).toBe(204);
-    const after = await fetch(`${second.url}/v1/units`, { headers: { Authorization: `Bearer ${token}` } });
+    const after = await fetch(`${second.url}/v1/units`, {
+      headers: { Authorization: `Bearer ${token}` },
+    });
     expect(after.status).toBe(401);
     await second.stop();
   });
@@ -75,7 +88,9 @@ describe('starting the server', () => {
       .split('\n')
       .filter((l) => l.includes('"auth.bootstrap_token_used"'));
     expect(events.length).toBeGreaterThanOrEqual(1);
-    expect(JSON.parse(events[0])).toMatchObject({ audit: { type: 'auth.bootstrap_token_used', actor: 'bootstrap-admin' } });
+    expect(JSON.parse(events[0])).toMatchObject({
+      audit: { type: 'auth.bootstrap_token_used', actor: 'bootstrap-admin' },
+    });
     expect(s.output()).not.toContain(s.token);
   });
 
