@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { mkdir, open, rename, rmdir, stat, unlink, writeFile } from 'node:fs/promises';
+import { mkdir, open, readdir, rename, rmdir, stat, unlink, writeFile } from 'node:fs/promises';
 import type { FileHandle } from 'node:fs/promises';
 import * as path from 'node:path';
 import type { Readable } from 'node:stream';
@@ -127,6 +127,32 @@ export class FsBlobStore implements BlobStore {
       throw err;
     }
     await this.pruneEmptyParents(path.dirname(file));
+  }
+
+  /**
+   * Removes temp files older than `maxAgeMs`: uploads a crash interrupted. Only old ones, so an
+   * upload in flight on another replica sharing the volume is left alone. Returns the count.
+   */
+  async removeStaleTemp(maxAgeMs: number): Promise<number> {
+    let names: string[];
+    try {
+      names = await readdir(this.tmpDir);
+    } catch {
+      return 0;
+    }
+    let removed = 0;
+    for (const name of names) {
+      const p = path.join(this.tmpDir, name);
+      try {
+        if (Date.now() - (await stat(p)).mtimeMs > maxAgeMs) {
+          await unlink(p);
+          removed++;
+        }
+      } catch {
+        // gone already
+      }
+    }
+    return removed;
   }
 
   async ping(): Promise<void> {

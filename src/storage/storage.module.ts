@@ -1,4 +1,12 @@
-import { Global, Inject, Injectable, Module, OnApplicationShutdown } from '@nestjs/common';
+import {
+  Global,
+  Inject,
+  Injectable,
+  Logger,
+  Module,
+  OnApplicationBootstrap,
+  OnApplicationShutdown,
+} from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import { APP_CONFIG, AppConfig } from '../config/config';
 import { BLOB_STORE, BlobStore } from './blob-store';
@@ -31,9 +39,22 @@ export function createBlobStore(config: AppConfig, db: DataSource): BlobStore {
   }
 }
 
+/** Interrupted uploads older than this are removed at start. */
+const STALE_TEMP_MS = 60 * 60 * 1000;
+
 @Injectable()
-class BlobStoreCloser implements OnApplicationShutdown {
+class BlobStoreLifecycle implements OnApplicationBootstrap, OnApplicationShutdown {
+  private readonly logger = new Logger('storage');
   constructor(@Inject(BLOB_STORE) private readonly store: BlobStore) {}
+
+  async onApplicationBootstrap(): Promise<void> {
+    if (this.store instanceof FsBlobStore) {
+      const removed = await this.store.removeStaleTemp(STALE_TEMP_MS);
+      if (removed > 0)
+        this.logger.log(`removed ${removed} interrupted upload(s) from the blob store`);
+    }
+  }
+
   async onApplicationShutdown(): Promise<void> {
     await this.store.close();
   }
@@ -47,7 +68,7 @@ class BlobStoreCloser implements OnApplicationShutdown {
       useFactory: (config: AppConfig, db: DataSource) => createBlobStore(config, db),
       inject: [APP_CONFIG, DataSource],
     },
-    BlobStoreCloser,
+    BlobStoreLifecycle,
   ],
   exports: [BLOB_STORE],
 })

@@ -179,3 +179,19 @@ describe('FsBlobStore', () => {
     }
   });
 });
+
+describe('FsBlobStore.removeStaleTemp', () => {
+  it('removes only temp files older than the given age', async () => {
+    const { mkdtemp, mkdir, writeFile, utimes, readdir: ls } = await import('node:fs/promises');
+    const root = await mkdtemp(path.join(tmpdir(), 'fsblob-stale-'));
+    const store = new FsBlobStore(root);
+    await mkdir(path.join(root, '.tmp'), { recursive: true });
+    await writeFile(path.join(root, '.tmp', 'old.part'), 'x');
+    await writeFile(path.join(root, '.tmp', 'new.part'), 'y');
+    const twoHoursAgo = new Date(Date.now() - 2 * 3600_000);
+    await utimes(path.join(root, '.tmp', 'old.part'), twoHoursAgo, twoHoursAgo);
+    expect(await store.removeStaleTemp(3600_000)).toBe(1);
+    expect(await ls(path.join(root, '.tmp'))).toEqual(['new.part']);
+    await rm(root, { recursive: true, force: true });
+  });
+});

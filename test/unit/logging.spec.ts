@@ -1,4 +1,4 @@
-import { createServer, IncomingMessage, request, Server } from 'node:http';
+import { createServer, IncomingMessage, request } from 'node:http';
 import { AddressInfo } from 'node:net';
 import { pinoHttp, Options } from 'pino-http';
 import { loadConfig, LogLevel } from '../../src/config/config';
@@ -85,12 +85,6 @@ describe('loggerParams with a real pino-http logger', () => {
     `&X-Amz-Credential=${CREDENTIAL}%2F20250101%2Fus-east-1%2Fs3%2Faws4_request` +
     `&X-Amz-Security-Token=${QUERY_TOKEN}&X-Amz-Signature=${SIGNATURE}&versionId=3`;
 
-  let server: Server | undefined;
-  afterEach(async () => {
-    await new Promise<void>((done) => (server ? server.close(() => done()) : done()));
-    server = undefined;
-  });
-
   /**
    * Serves one request through the pino-http middleware built from `loggerParams`, with the
    * request id set first as the app's own middleware does, and returns every log line written.
@@ -108,7 +102,7 @@ describe('loggerParams with a real pino-http logger', () => {
     const middleware = pinoHttp({ ...pinoOptions }, { write: (line: string) => lines.push(line) });
     let finished!: () => void;
     const responseLogged = new Promise<void>((done) => (finished = done));
-    server = createServer((req, res) => {
+    const server = createServer((req, res) => {
       (req as IncomingMessage & { id?: string }).id = REQUEST_ID;
       middleware(req, res);
       // pino-http's own listener was added first, so it has logged by the time this runs.
@@ -118,16 +112,25 @@ describe('loggerParams with a real pino-http logger', () => {
       res.setHeader('Set-Cookie', `session=${COOKIE_VALUE}; HttpOnly`);
       res.end('done');
     });
-    await new Promise<void>((done) => server!.listen(0, '127.0.0.1', done));
-    const { port } = server.address() as AddressInfo;
-    await new Promise<void>((done, fail) => {
+    await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
+    try {
+      await sendRequest(server.address() as AddressInfo, options.method, options.path);
+      await responseLogged;
+    } finally {
+      await new Promise<void>((done) => server.close(() => done()));
+    }
+    return lines;
+  }
+
+  function sendRequest({ port }: AddressInfo, method: string, path: string): Promise<void> {
+    return new Promise<void>((done, fail) => {
       const req = request(
         {
           host: '127.0.0.1',
           port,
           agent: false, // no keep-alive socket may outlive the test
-          method: options.method,
-          path: options.path,
+          method,
+          path,
           headers: {
             Authorization: `Basic ${BASIC}`,
             Cookie: `session=${COOKIE_VALUE}; theme=dark`,
@@ -143,8 +146,6 @@ describe('loggerParams with a real pino-http logger', () => {
       req.on('error', fail);
       req.end('{"serial":1}');
     });
-    await responseLogged;
-    return lines;
   }
 
   const expectNoSecrets = (lines: string[]): void => {
