@@ -38,6 +38,8 @@ export function loggerParams(config: AppConfig): Params {
       level: config.logLevel,
       genReqId: (req: IncomingMessage) => (req as IncomingMessage & { id: string }).id,
       customProps: () => ({ service: 'statehouse' }),
+      customLogLevel: (_req: IncomingMessage, res: ServerResponse, err?: Error) =>
+        err || res.statusCode >= 500 ? 'error' : 'info',
       autoLogging: {
         ignore: (req: IncomingMessage) => req.url === '/healthz' || req.url === '/readyz',
       },

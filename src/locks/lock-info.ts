@@ -40,7 +40,7 @@ export function parseLockInfo(body: Buffer, generateId: boolean): { id: string; 
   return { id: info.ID, infoJson: text };
 }
 
-/** The ID a release names: from a LockInfo body, or a bare ID. */
+/** The ID a release names, from its LockInfo body; undefined for an empty body (force-unlock). */
 export function lockIdFromBody(body: Buffer): string | undefined {
   const text = body.toString('utf8').trim();
   if (text === '') return undefined;
@@ -50,7 +50,7 @@ export function lockIdFromBody(body: Buffer): string | undefined {
 function hasControlCharacter(value: string): boolean {
   for (let i = 0; i < value.length; i++) {
     const c = value.charCodeAt(i);
-    if (c < 0x20 || c === 0x7f) return true;
+    if (c < 0x20 || (c >= 0x7f && c <= 0x9f)) return true;
   }
   return false;
 }
