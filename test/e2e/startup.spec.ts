@@ -1,3 +1,7 @@
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { request as httpsRequest } from 'node:https';
+import { join } from 'node:path';
 import { freshServerEnv } from '../support/database';
 import { runCli, spawnServer } from '../support/server';
 
@@ -92,6 +96,58 @@ describe('starting the server', () => {
       audit: { type: 'auth.bootstrap_token_used', actor: 'bootstrap-admin' },
     });
     expect(s.output()).not.toContain(s.token);
+  });
+
+  it('serves https directly with STATEHOUSE_TLS_CERT_FILE and STATEHOUSE_TLS_KEY_FILE', async () => {
+    const { env, dataDir } = await fresh();
+    const key = join(dataDir, 'tls.key');
+    const cert = join(dataDir, 'tls.crt');
+    execFileSync(
+      'openssl',
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'ec',
+        '-pkeyopt',
+        'ec_paramgen_curve:prime256v1',
+        '-nodes',
+        '-keyout',
+        key,
+        '-out',
+        cert,
+        '-days',
+        '1',
+        '-subj',
+        '/CN=127.0.0.1',
+        '-addext',
+        'subjectAltName=IP:127.0.0.1,DNS:localhost',
+      ],
+      { stdio: 'ignore' },
+    );
+    const s = await spawnServer({
+      ...env,
+      STATEHOUSE_TLS_CERT_FILE: cert,
+      STATEHOUSE_TLS_KEY_FILE: key,
+    });
+    try {
+      expect(s.url).toMatch(/^https:/);
+      const status = await new Promise<number>((resolve, reject) => {
+        const req = httpsRequest(
+          `${s.url}/v1/units`,
+          { ca: readFileSync(cert), headers: s.auth },
+          (res) => {
+            res.resume();
+            resolve(res.statusCode ?? 0);
+          },
+        );
+        req.on('error', reject);
+        req.end();
+      });
+      expect(status).toBe(200);
+    } finally {
+      await s.stop();
+    }
   });
 
   it('`statehouse migrate --check` finds entities and migrations in agreement', async () => {
