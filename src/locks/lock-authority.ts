@@ -42,9 +42,20 @@ export function assertMayWrite(
   }
 }
 
-/** May this caller change the state's history (restore, delete) while a lock may be held? */
-export function assertNotLockedByOther(holder: HeldLock | null, principal: string): void {
-  if (holder !== null && holder.principal !== principal) {
+/**
+ * May this caller change the state's history (restore, delete) while a lock may be held? Not
+ * while another principal holds it; the holder itself may, and a lock ID it names must match.
+ */
+export function assertNotLockedByOther(
+  holder: HeldLock | null,
+  principal: string,
+  lockId?: string,
+): void {
+  if (holder === null) return;
+  if (holder.principal !== principal) {
     throw new DomainError('locked', `the state is locked by ${holder.principal}`, holder);
+  }
+  if (lockId !== undefined && lockId !== holder.id) {
+    throw new DomainError('lock_mismatch', `the state is locked by lock ${holder.id}`, holder);
   }
 }

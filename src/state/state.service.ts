@@ -416,10 +416,7 @@ export class StateService {
       if (!found) throw stateNotFound(addr.unit, addr.workspace);
       const state = await this.repo.lockStateRow(m, found.id);
       const holder = await this.repo.holderOf(m, state.id);
-      assertNotLockedByOther(holder, principal.subject);
-      if (holder && lockId !== undefined && lockId !== holder.id) {
-        throw new DomainError('lock_mismatch', `the state is locked by lock ${holder.id}`, holder);
-      }
+      assertNotLockedByOther(holder, principal.subject, lockId);
       if (state.deleted_at || !state.current_version_id)
         throw stateNotFound(addr.unit, addr.workspace);
       await this.repo.softDeleteState(m, state.id);
@@ -513,10 +510,7 @@ export class StateService {
       if (!found) throw stateNotFound(addr.unit, addr.workspace);
       const state = await this.repo.lockStateRow(m, found.id);
       const holder = await this.repo.holderOf(m, state.id);
-      assertNotLockedByOther(holder, principal.subject);
-      if (holder && lockId !== undefined && lockId !== holder.id) {
-        throw new DomainError('lock_mismatch', `the state is locked by lock ${holder.id}`, holder);
-      }
+      assertNotLockedByOther(holder, principal.subject, lockId);
       const source = await this.repo.findVersion(m, state.id, n);
       if (!source) throw versionNotFound(addr, n);
       const current = await this.currentOf(m, state);
