@@ -26,7 +26,8 @@
  * - Duplicate keys are refused at the top level only (compared after unescaping); deeper
  *   duplicates are left to JSON.parse's last-one-wins, as Go does.
  * - Small-value limits: each captured scalar at most 4 KiB, top-level key names at most 64 KiB
- *   in total. Error messages never quote state content except small numbers.
+ *   in total. Error messages quote no state content beyond small numbers, one offending
+ *   character and the names of the known top-level keys.
  */
 
 export interface StateOutput {

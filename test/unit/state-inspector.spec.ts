@@ -1,7 +1,12 @@
 /**
  * StateInspector: streaming validation of state bodies.
  *
- * Throughput (see "throughput" below; it only logs): THROUGHPUT_PLACEHOLDER
+ * Throughput, measured 2026-11-30 with the "throughput" test below (it only logs) on this machine
+ * (2-vCPU AMD EPYC VM, Node 20.20, shared with other jobs): a 57 MiB pretty-printed state in 64 KiB
+ * chunks runs at 360-460 MiB/s when this file runs alone (best 462 MiB/s), and about 230 MiB/s
+ * when all unit suites share the two CPUs. JSON.parse of the same body: 45-110 MiB/s. A bare
+ * byte-at-a-time JS loop over a Buffer manages only ~300-600 MiB/s here, which is why the
+ * inspector scans strings and indentation four bytes at a time.
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
