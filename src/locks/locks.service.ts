@@ -56,7 +56,7 @@ export class LocksService {
     assertUnitName(addr.unit);
     await this.authz.authorize(principal, 'unit.lock', addr);
     await this.states.transaction(async (m) => {
-      const state = await this.states.findStateRow(m, addr);
+      const state = await this.states.findStateRow(m, addr, true);
       if (state && (await this.locks.deleteIfHeldBy(m, state.id, lockId, principal.subject)))
         return;
       const holder = state ? await this.states.holderOf(m, state.id) : null;
@@ -105,7 +105,7 @@ export class LocksService {
       throw e;
     }
     const removed = await this.states.transaction(async (m) => {
-      const state = await this.states.findStateRow(m, addr);
+      const state = await this.states.findStateRow(m, addr, true);
       return state ? this.locks.deleteAny(m, state.id) : undefined;
     });
     this.audit.record({

@@ -72,6 +72,14 @@ export function toHeldLock(row: LockRow): HeldLock {
   };
 }
 
+/** 40P01 deadlock_detected, 40001 serialization_failure. */
+function isRetryable(e: unknown): boolean {
+  const code =
+    (e as { driverError?: { code?: string }; code?: string }).driverError?.code ??
+    (e as { code?: string }).code;
+  return code === '40P01' || code === '40001';
+}
+
 const VERSION_COLUMNS = `v.id, v.state_id, v.version, v.serial, v.lineage, v.terraform_version,
   v.encrypted, v.sha256, v.md5, v.size, v.blob_key, v.outputs, v.created_at, v.created_by,
   v.door, v.restored_from`;
@@ -85,8 +93,21 @@ const VERSION_COLUMNS = `v.id, v.state_id, v.version, v.serial, v.lineage, v.ter
 export class StateRepository {
   constructor(private readonly db: DataSource) {}
 
-  transaction<T>(work: (m: EntityManager) => Promise<T>): Promise<T> {
-    return this.db.transaction('READ COMMITTED', work);
+  /**
+   * Runs `work` in a READ COMMITTED transaction. A deadlock or serialization failure rolls the
+   * whole transaction back, so it is retried (a few times, with jitter) instead of failing the
+   * request; every statement takes row locks in the same order (unit, state, lock) to make
+   * that rare.
+   */
+  async transaction<T>(work: (m: EntityManager) => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.db.transaction('READ COMMITTED', work);
+      } catch (e) {
+        if (attempt >= 4 || !isRetryable(e)) throw e;
+        await new Promise((r) => setTimeout(r, Math.random() * 20 * attempt));
+      }
+    }
   }
 
   get manager(): EntityManager {

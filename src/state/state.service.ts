@@ -565,14 +565,20 @@ export class StateService {
     return state.id;
   }
 
-  /** The state row of an existing live unit, or undefined; used to release and inspect locks. */
+  /**
+   * The state row of an existing unit, or undefined; used to release and inspect locks. With
+   * `forUpdate` the row is locked first, in the same order acquire takes it (state row, then
+   * lock row), so a release and a concurrent acquire can never deadlock.
+   */
   async findStateRow(
     m: EntityManager,
     addr: StateAddress,
+    forUpdate = false,
   ): Promise<Pick<StateRow, 'id' | 'last_lock_id' | 'last_lock_principal'> | undefined> {
     const unit = await this.repo.findUnit(m, addr.unit);
     if (!unit) return undefined;
-    return this.repo.findState(m, unit.id, addr.workspace);
+    const state = await this.repo.findState(m, unit.id, addr.workspace);
+    return state && forUpdate ? this.repo.lockStateRow(m, state.id) : state;
   }
 
   async holderOf(m: EntityManager, stateId: string): Promise<HeldLock | null> {

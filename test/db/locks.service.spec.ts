@@ -188,4 +188,32 @@ describe('lock authority on a real database', () => {
       expect(holder.id).toBe((winners[0] as PromiseFulfilledResult<{ id: string }>).value.id);
     }
   });
+
+  it('acquirers and releasers racing on one state never fail with anything but a conflict', async () => {
+    const sources: DataSource[] = [db.dataSource];
+    if (ON_POSTGRES && db.connectAnother) sources.push(await db.connectAnother());
+    const services = sources.map((ds) => buildServices(ds, new MemoryBlobStore()));
+    const target = { unit: `${unit}-churn`, workspace: 'default' };
+    const unexpected: unknown[] = [];
+    let held = 0;
+    await Promise.all(
+      Array.from({ length: 16 }, async (_, w) => {
+        const svc = services[w % services.length];
+        const who: Principal = { subject: `user:churn-${w}`, kind: 'user', via: 'access-token' };
+        for (let i = 0; i < 15; i++) {
+          const id = `C${w}-${i}`;
+          try {
+            await svc.locks.acquire(target, who, info(id), { generateId: false });
+            held++;
+            await svc.locks.release(target, who, id);
+          } catch (e) {
+            if (!(e instanceof DomainError && e.code === 'lock_conflict')) unexpected.push(e);
+          }
+        }
+      }),
+    );
+    expect(unexpected).toEqual([]);
+    expect(held).toBeGreaterThan(0);
+    expect((await failure(s.locks.get(target, ADMIN))).code).toBe('lock_not_found');
+  });
 });
