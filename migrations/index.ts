@@ -1,4 +1,5 @@
 import { CoreSchema1764480000000 } from './1764480000000-core-schema';
+import { Identity1764500000000 } from './1764500000000-identity';
 
 /** Every migration, in order. Applied at start under an advisory lock and by `statehouse migrate`. */
-export const MIGRATIONS = [CoreSchema1764480000000];
+export const MIGRATIONS = [CoreSchema1764480000000, Identity1764500000000];

@@ -73,7 +73,13 @@ export class AuthGuard implements CanActivate {
       throw new DomainError('unauthenticated', 'the token is not valid');
     } catch (e) {
       if (e instanceof DomainError && e.code === 'unauthenticated') {
-        this.audit.record({ type: 'auth.failed', actor: 'anonymous', outcome: 'denied' });
+        // The reason names the failed check; messages never contain the presented secret.
+        this.audit.record({
+          type: 'auth.failed',
+          actor: 'anonymous',
+          outcome: 'denied',
+          details: { reason: e.message },
+        });
       }
       throw e;
     }

@@ -25,6 +25,7 @@ const REASONS: Record<number, string> = {
   413: 'Payload Too Large',
   415: 'Unsupported Media Type',
   423: 'Locked',
+  429: 'Too Many Requests',
   500: 'Internal Server Error',
   503: 'Service Unavailable',
 };
@@ -52,7 +53,14 @@ export function describeError(e: unknown): {
       body: {
         statusCode: status,
         error: REASONS[status] ?? 'Error',
-        code: status === 404 ? 'not_found' : status === 400 ? 'invalid_request' : `http_${status}`,
+        code:
+          status === 404
+            ? 'not_found'
+            : status === 400
+              ? 'invalid_request'
+              : status === 429
+                ? 'rate_limited'
+                : `http_${status}`,
         message,
         requestId,
       },

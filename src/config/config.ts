@@ -1,3 +1,4 @@
+import { createPrivateKey } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { resolve } from 'node:path';
@@ -44,6 +45,23 @@ export interface AppConfig {
   authDisabled: boolean;
   tls: { certFile: string; keyFile: string } | undefined;
   logLevel: LogLevel;
+  oidc: { issuer: string; clientId: string; scopes: string[]; groupsClaim: string } | undefined;
+  tokens: {
+    /** PKCS#8 PEM of the Ed25519 signing key, when configured (else generated and stored). */
+    privateKeyPem: Secret | undefined;
+    kid: string | undefined;
+    accessTtlSeconds: number;
+    refreshTtlSeconds: number;
+  };
+  sts: {
+    /** The key id new credentials are issued under. */
+    kid: string;
+    /** Configured HMAC secrets by key id (others are generated and stored). */
+    hmacKeys: Map<string, Secret>;
+    ttlSeconds: number;
+  };
+  /** Requests per minute per client address on the login and token endpoints. */
+  authRateLimitPerMinute: number;
   /** Settings that were accepted but deserve a word at start (never secrets). */
   warnings: string[];
 }
@@ -80,10 +98,23 @@ const KNOWN = new Set([
   'STATEHOUSE_TLS_CERT_FILE',
   'STATEHOUSE_TLS_KEY_FILE',
   'STATEHOUSE_LOG_LEVEL',
+  'STATEHOUSE_OIDC_ISSUER',
+  'STATEHOUSE_OIDC_CLIENT_ID',
+  'STATEHOUSE_OIDC_SCOPES',
+  'STATEHOUSE_OIDC_GROUPS_CLAIM',
+  'STATEHOUSE_TOKENS_PRIVATE_KEY_FILE',
+  'STATEHOUSE_TOKENS_KID',
+  'STATEHOUSE_TOKENS_ACCESS_TTL',
+  'STATEHOUSE_TOKENS_REFRESH_TTL',
+  'STATEHOUSE_STS_KID',
+  'STATEHOUSE_STS_TTL',
+  'STATEHOUSE_AUTH_RATE_LIMIT',
   // read by the CLI, not the server
   'STATEHOUSE_SERVER',
   'STATEHOUSE_TOKEN',
 ]);
+
+const DURATION_UNITS: Record<string, number> = { s: 1, m: 60, h: 3600, d: 86400 };
 
 const SIZE_UNITS: Record<string, number> = {
   '': 1,
@@ -151,7 +182,22 @@ export function loadConfig(env: Env = process.env): AppConfig {
     }
   };
 
+  const duration = (name: string, def: number, min: number, max: number): number => {
+    const raw = str(name);
+    if (raw === undefined) return def;
+    const m = /^(\d+)\s*(s|m|h|d)?$/i.exec(raw);
+    const secs = m ? Number(m[1]) * DURATION_UNITS[(m[2] ?? 's').toLowerCase()] : NaN;
+    if (!m || secs < min || secs > max) {
+      problems.push(
+        `${name} must be a duration like 900, 15m, 1h or 30d, from ${min}s to ${max}s (got "${raw}")`,
+      );
+      return def;
+    }
+    return secs;
+  };
+
   for (const name of Object.keys(env)) {
+    if (name.startsWith('STATEHOUSE_STS_HMAC_')) continue;
     if (name.startsWith('STATEHOUSE_') && !KNOWN.has(name)) {
       warnings.push(`unknown setting ${name} is ignored (check its spelling)`);
     }
@@ -282,6 +328,74 @@ export function loadConfig(env: Env = process.env): AppConfig {
   else
     problems.push(`STATEHOUSE_LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')} (got "${logRaw}")`);
 
+  // Human login through OpenID Connect.
+  const oidcIssuer = url('STATEHOUSE_OIDC_ISSUER');
+  const oidcClient = str('STATEHOUSE_OIDC_CLIENT_ID');
+  let oidc: AppConfig['oidc'];
+  if ((oidcIssuer === undefined) !== (oidcClient === undefined)) {
+    problems.push('STATEHOUSE_OIDC_ISSUER and STATEHOUSE_OIDC_CLIENT_ID must be set together');
+  } else if (oidcIssuer && oidcClient) {
+    const scopes = (str('STATEHOUSE_OIDC_SCOPES') ?? 'openid email profile')
+      .split(/[\s,]+/)
+      .filter((x) => x !== '');
+    if (!scopes.includes('openid')) problems.push('STATEHOUSE_OIDC_SCOPES must include openid');
+    oidc = {
+      issuer: str('STATEHOUSE_OIDC_ISSUER') as string,
+      clientId: oidcClient,
+      scopes,
+      groupsClaim: str('STATEHOUSE_OIDC_GROUPS_CLAIM') ?? 'groups',
+    };
+  }
+
+  // Access-token signing (Ed25519).
+  let privateKeyPem: Secret | undefined;
+  const keyFile = str('STATEHOUSE_TOKENS_PRIVATE_KEY_FILE');
+  if (keyFile !== undefined) {
+    try {
+      const pem = readFileSync(keyFile, 'utf8');
+      const key = createPrivateKey(pem);
+      if (key.asymmetricKeyType !== 'ed25519') throw new Error('not an Ed25519 key');
+      privateKeyPem = new Secret(pem);
+    } catch (e) {
+      problems.push(
+        `STATEHOUSE_TOKENS_PRIVATE_KEY_FILE must be a readable PKCS#8 PEM Ed25519 private key (${(e as Error).message})`,
+      );
+    }
+  }
+  const tokenKid = str('STATEHOUSE_TOKENS_KID');
+  if (tokenKid !== undefined && !/^[A-Za-z0-9_-]{1,64}$/.test(tokenKid)) {
+    problems.push('STATEHOUSE_TOKENS_KID may only hold letters, digits, _ and - (at most 64)');
+  }
+  const accessTtlSeconds = duration('STATEHOUSE_TOKENS_ACCESS_TTL', 3600, 60, 86400);
+  const refreshTtlSeconds = duration('STATEHOUSE_TOKENS_REFRESH_TTL', 30 * 86400, 300, 400 * 86400);
+
+  // S3 credentials.
+  const stsKid = str('STATEHOUSE_STS_KID') ?? 'K1';
+  if (!/^[A-Z0-9]{1,8}$/.test(stsKid)) {
+    problems.push(
+      'STATEHOUSE_STS_KID must be 1 to 8 upper-case letters or digits (it is part of the access key id)',
+    );
+  }
+  const hmacKeys = new Map<string, Secret>();
+  for (const [name, value] of Object.entries(env)) {
+    if (!name.startsWith('STATEHOUSE_STS_HMAC_') || value === undefined) continue;
+    const kid = name.slice('STATEHOUSE_STS_HMAC_'.length);
+    if (!/^[A-Z0-9]{1,8}$/.test(kid)) {
+      problems.push(
+        `${name}: the key id after STATEHOUSE_STS_HMAC_ must be 1 to 8 upper-case letters or digits`,
+      );
+      continue;
+    }
+    const raw = value.trim();
+    if (!/^[A-Za-z0-9_-]+$/.test(raw) || Buffer.from(raw, 'base64url').length < 32) {
+      problems.push(`${name} must be base64url and decode to at least 32 bytes`);
+      continue;
+    }
+    hmacKeys.set(kid, new Secret(raw));
+  }
+  const stsTtlSeconds = duration('STATEHOUSE_STS_TTL', 900, 60, 12 * 3600);
+  const authRateLimitPerMinute = int('STATEHOUSE_AUTH_RATE_LIMIT', 60, 1, 100_000);
+
   if (problems.length > 0) throw new ConfigError(problems);
   return {
     port,
@@ -298,6 +412,10 @@ export function loadConfig(env: Env = process.env): AppConfig {
     authDisabled,
     tls,
     logLevel,
+    oidc,
+    tokens: { privateKeyPem, kid: tokenKid, accessTtlSeconds, refreshTtlSeconds },
+    sts: { kid: stsKid, hmacKeys, ttlSeconds: stsTtlSeconds },
+    authRateLimitPerMinute,
     warnings,
   };
 }

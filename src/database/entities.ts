@@ -1,3 +1,6 @@
+import { ApiTokenEntity } from '../auth/entities/api-token.entity';
+import { RefreshTokenEntity } from '../auth/entities/refresh-token.entity';
+import { SigningKeyEntity } from '../auth/entities/signing-key.entity';
 import { LockEntity } from '../locks/entities/lock.entity';
 import { StateEntity } from '../state/entities/state.entity';
 import { UnitEntity } from '../state/entities/unit.entity';
@@ -13,4 +16,7 @@ export const ENTITIES = [
   LockEntity,
   SettingEntity,
   BlobChunkEntity,
+  SigningKeyEntity,
+  RefreshTokenEntity,
+  ApiTokenEntity,
 ];

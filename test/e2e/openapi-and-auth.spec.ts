@@ -12,7 +12,15 @@ import { ROOT } from '../support/paths';
 import { RunningServer, spawnServer } from '../support/server';
 
 /** Routes that answer without a principal, on purpose. Anything else must demand one. */
-const EXPECTED_PUBLIC = ['HealthController.healthz', 'HealthController.readyz'];
+const EXPECTED_PUBLIC = [
+  'AuthController.authConfig',
+  'AuthController.exchange',
+  'AuthController.logout',
+  'AuthController.refresh',
+  'HealthController.healthz',
+  'HealthController.readyz',
+  'JwksController.jwks',
+];
 
 describe('the API contract', () => {
   let server: RunningServer;
@@ -75,11 +83,22 @@ describe('the API contract', () => {
     const doc = JSON.parse(readFileSync(join(ROOT, 'openapi/openapi.json'), 'utf8')) as {
       paths: Record<string, Record<string, unknown>>;
     };
-    const publicPaths = new Set(['/healthz', '/readyz']);
+    const publicPaths = new Set([
+      '/healthz',
+      '/readyz',
+      '/.well-known/jwks.json',
+      '/v1/auth/config',
+      '/v1/auth/exchange',
+      '/v1/auth/token',
+      '/v1/auth/logout',
+    ]);
     const probes: [string, string][] = [];
     for (const [path, methods] of Object.entries(doc.paths)) {
       if (publicPaths.has(path)) continue;
-      const concrete = path.replace('{name}', 'team%2Fapp').replace('{version}', '1');
+      const concrete = path
+        .replace('{name}', 'team%2Fapp')
+        .replace('{version}', '1')
+        .replace('{id}', '00000000-0000-0000-0000-000000000000');
       for (const m of Object.keys(methods)) probes.push([m.toUpperCase(), concrete]);
     }
     for (const m of ['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'LOCK', 'UNLOCK'])
