@@ -6,7 +6,7 @@ import { APP_CONFIG, AppConfig } from '../config/config';
 import { DomainError } from '../common/errors';
 import { ALLOW_BASIC_AUTH, IS_PUBLIC } from './auth.decorators';
 import { CREDENTIAL_VERIFIERS, CredentialVerifier } from './credential-verifier';
-import { BOOTSTRAP_ADMIN, Principal, PRINCIPAL_KEY } from './principal';
+import { ANONYMOUS_ADMIN, Principal, PRINCIPAL_KEY } from './principal';
 
 /** The bearer secret of a request: `Bearer <token>`, or where allowed the basic-auth password. */
 export function presentedSecret(
@@ -48,7 +48,7 @@ export class AuthGuard implements CanActivate {
     if (this.reflector.getAllAndOverride<boolean>(IS_PUBLIC, targets)) return true;
     const req = context.switchToHttp().getRequest<Request & { [PRINCIPAL_KEY]?: Principal }>();
     if (this.config.authDisabled) {
-      req[PRINCIPAL_KEY] = { subject: BOOTSTRAP_ADMIN, kind: 'bootstrap', via: 'auth-disabled' };
+      req[PRINCIPAL_KEY] = { subject: ANONYMOUS_ADMIN, kind: 'bootstrap', via: 'auth-disabled' };
       return true;
     }
     const allowBasic =

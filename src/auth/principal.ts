@@ -2,6 +2,7 @@
 export interface Principal {
   /** Stable identifier used for lock ownership, audit and RBAC (`bootstrap-admin`, `user:…`, `svc:…`). */
   subject: string;
+  /** `bootstrap`: the break-glass admin (or, with auth disabled, the anonymous admin). */
   kind: 'bootstrap' | 'user' | 'service';
   /** How the caller proved it (for audit). */
   via: 'bootstrap-token' | 'auth-disabled' | 'access-token' | 'api-token' | 's3-signature';
@@ -10,6 +11,9 @@ export interface Principal {
 }
 
 export const BOOTSTRAP_ADMIN = 'bootstrap-admin';
+
+/** Every caller when STATEHOUSE_AUTH_DISABLE is set (development only). */
+export const ANONYMOUS_ADMIN = 'anonymous';
 
 /** The request property where the guard leaves the principal. */
 export const PRINCIPAL_KEY = 'principal';

@@ -318,7 +318,7 @@ export function loadConfig(env: Env = process.env): AppConfig {
       );
     }
     warnings.push(
-      'authentication is DISABLED (STATEHOUSE_AUTH_DISABLE): every caller is bootstrap-admin',
+      'authentication is DISABLED (STATEHOUSE_AUTH_DISABLE): every request is an anonymous admin',
     );
   }
 

@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import { BOOTSTRAP_ADMIN, Principal } from '../auth/principal';
+import { Principal } from '../auth/principal';
 import { DomainError } from '../common/errors';
 import { Action, Resource } from './actions';
 
@@ -21,7 +21,7 @@ const ADMIN_ONLY: ReadonlySet<Action> = new Set<Action>([
 export class AuthorizationService {
   // eslint-disable-next-line @typescript-eslint/require-await -- rules will be read from the database
   async can(principal: Principal, action: Action, _resource: Resource): Promise<boolean> {
-    if (principal.subject === BOOTSTRAP_ADMIN) return true;
+    if (principal.kind === 'bootstrap') return true;
     return !ADMIN_ONLY.has(action);
   }
 
