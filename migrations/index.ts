@@ -1,5 +1,10 @@
 import { CoreSchema1764480000000 } from './1764480000000-core-schema';
 import { Identity1764500000000 } from './1764500000000-identity';
+import { S3Multipart1764520000000 } from './1764520000000-s3-multipart';
 
 /** Every migration, in order. Applied at start under an advisory lock and by `statehouse migrate`. */
-export const MIGRATIONS = [CoreSchema1764480000000, Identity1764500000000];
+export const MIGRATIONS = [
+  CoreSchema1764480000000,
+  Identity1764500000000,
+  S3Multipart1764520000000,
+];

@@ -1,6 +1,7 @@
 import { ApiTokenEntity } from '../auth/entities/api-token.entity';
 import { RefreshTokenEntity } from '../auth/entities/refresh-token.entity';
 import { SigningKeyEntity } from '../auth/entities/signing-key.entity';
+import { S3UploadEntity, S3UploadPartEntity } from '../s3compat/entities/s3-upload.entity';
 import { LockEntity } from '../locks/entities/lock.entity';
 import { StateEntity } from '../state/entities/state.entity';
 import { UnitEntity } from '../state/entities/unit.entity';
@@ -19,4 +20,6 @@ export const ENTITIES = [
   SigningKeyEntity,
   RefreshTokenEntity,
   ApiTokenEntity,
+  S3UploadEntity,
+  S3UploadPartEntity,
 ];

@@ -87,7 +87,11 @@ describe(`database (${ON_POSTGRES ? 'PostgreSQL' : 'embedded PGlite'})`, () => {
         await Promise.all(sources.map((s) => s.initialize()));
         const applied = await Promise.all(sources.map((s) => migrateUnderLock(s)));
         expect(applied.filter((a) => a.length > 0)).toHaveLength(1);
-        expect(applied.flat()).toEqual(['CoreSchema1764480000000', 'Identity1764500000000']);
+        expect(applied.flat()).toEqual([
+          'CoreSchema1764480000000',
+          'Identity1764500000000',
+          'S3Multipart1764520000000',
+        ]);
         expect(await schemaDrift(sources[0])).toEqual([]);
       } finally {
         await Promise.all(sources.filter((s) => s.isInitialized).map((s) => s.destroy()));
