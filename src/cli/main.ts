@@ -1,13 +1,29 @@
 #!/usr/bin/env node
 import 'reflect-metadata';
-import { Command } from 'commander';
+import { Command, CommanderError } from 'commander';
 import { ConfigError, loadConfig } from '../config/config';
+import { registerAuthCommands } from './commands/auth';
+import { registerLockCommands } from './commands/lock';
+import { registerTokenCommands } from './commands/token';
+import { registerUnitCommands } from './commands/unit';
 
-/** The `statehouse` command. Later steps add login, creds, unit, lock, … subcommands. */
+/**
+ * The `statehouse` command: the server (`serve`, `migrate`, `openapi`) and the client commands
+ * that talk to a server given by `--server` or `STATEHOUSE_SERVER`.
+ */
 export function buildCli(): Command {
   const program = new Command('statehouse')
     .description('Statehouse: a control plane for Terraform and OpenTofu state')
-    .showHelpAfterError();
+    .option(
+      '--server <url>',
+      'the Statehouse server (default: $STATEHOUSE_SERVER, else http://localhost:8080)',
+    )
+    .configureHelp({ showGlobalOptions: true })
+    // Usage errors: one line `statehouse: …` and exit code 2 (see the handler below).
+    .configureOutput({
+      outputError: (str, write) => write(`statehouse: ${str.replace(/^error: /, '')}`),
+    })
+    .exitOverride();
 
   program
     .command('serve')
@@ -37,6 +53,11 @@ export function buildCli(): Command {
       await runOpenApiCommand(opts.out);
     });
 
+  registerAuthCommands(program);
+  registerTokenCommands(program);
+  registerUnitCommands(program);
+  registerLockCommands(program);
+
   return program;
 }
 
@@ -44,6 +65,10 @@ if (require.main === module) {
   buildCli()
     .parseAsync(process.argv)
     .catch((e: unknown) => {
+      if (e instanceof CommanderError) {
+        // Help and --version exit 0; every parsing error is a usage error.
+        process.exit(e.exitCode === 0 ? 0 : 2);
+      }
       if (e instanceof ConfigError) {
         process.stderr.write(`statehouse: ${e.message}\n`);
         process.exit(2);

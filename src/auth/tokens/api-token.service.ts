@@ -65,7 +65,7 @@ export class ApiTokenService implements CredentialVerifier {
     } else if (subject === BOOTSTRAP_ADMIN) {
       throw new DomainError(
         'invalid_request',
-        'bootstrap-admin cannot hand out its own rights as a token; create a token for a service principal ("subject": "svc:<name>")',
+        'bootstrap-admin cannot hand out its own rights as a token; create one for a service principal (subject svc:<name>)',
       );
     }
     if (request.expiresAt && request.expiresAt.getTime() <= Date.now()) {

@@ -1,0 +1,183 @@
+import type { Command } from 'commander';
+import type { Me, ProcessCredentials } from '../api-types';
+import { ApiClient, ApiError, Authenticator } from '../client';
+import { CredentialStore } from '../credentials';
+import { CliError, UsageError } from '../errors';
+import { browserLogin } from '../login';
+import { note, out, printJson } from '../output';
+import { handled } from '../run';
+import { clientFor, loginFromTokenResponse, serverOf } from '../session';
+
+/** A token given directly (the one just obtained or typed), with no refresh. */
+class GivenToken implements Authenticator {
+  readonly hint = '';
+  constructor(private readonly token: string) {}
+  header(): Promise<string> {
+    return Promise.resolve(`Bearer ${this.token}`);
+  }
+  recover(): Promise<boolean> {
+    return Promise.resolve(false);
+  }
+}
+
+function describeMe(me: Me): string {
+  return `${me.subject}${me.email ? ` (${me.email})` : ''}`;
+}
+
+async function readStdin(): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString('utf8').trim();
+}
+
+interface LoginOptions {
+  browser: boolean;
+  token?: string;
+  timeout: string;
+}
+
+async function login(opts: LoginOptions, cmd: Command): Promise<void> {
+  const server = serverOf(cmd);
+  const store = new CredentialStore();
+  if (opts.token !== undefined) {
+    const token = opts.token === '-' ? await readStdin() : opts.token.trim();
+    if (!token) throw new UsageError('--token needs a token (or "-" to read it from stdin)');
+    let me: Me;
+    try {
+      me = await new ApiClient(server, new GivenToken(token)).json<Me>('GET', '/v1/auth/me', {
+        timeoutMs: 30_000,
+      });
+    } catch (e) {
+      if (e instanceof ApiError) throw new CliError(`the server refused the token: ${e.message}`);
+      throw e;
+    }
+    await store.set(server, { type: 'token', token });
+    note(`Logged in to ${server} as ${describeMe(me)} with a token.`);
+    return;
+  }
+  const seconds = Number(opts.timeout);
+  if (!Number.isFinite(seconds) || seconds <= 0) {
+    throw new UsageError(`--timeout must be a number of seconds, not ${opts.timeout}`);
+  }
+  const tokens = await browserLogin(server, {
+    openBrowser: opts.browser,
+    timeoutMs: seconds * 1000,
+    log: note,
+  });
+  const entry = loginFromTokenResponse(tokens);
+  await store.set(server, entry);
+  const me = await new ApiClient(server, new GivenToken(entry.access_token)).json<Me>(
+    'GET',
+    '/v1/auth/me',
+    { timeoutMs: 30_000 },
+  );
+  note(`Logged in to ${server} as ${describeMe(me)}.`);
+}
+
+async function logout(cmd: Command): Promise<void> {
+  const server = serverOf(cmd);
+  const store = new CredentialStore();
+  const entry = store.get(server);
+  if (!entry) {
+    note(`Not logged in to ${server}.`);
+    return;
+  }
+  let failure: unknown;
+  if (entry.type === 'login') {
+    try {
+      await new ApiClient(server).call('POST', '/v1/auth/logout', {
+        auth: false,
+        json: { refresh_token: entry.refresh_token },
+        timeoutMs: 30_000,
+      });
+    } catch (e) {
+      failure = e;
+    }
+  }
+  await store.set(server, undefined);
+  if (failure !== undefined) {
+    throw new CliError(
+      `removed the stored login for ${server}, but the server did not end the session: ${(failure as Error).message}`,
+    );
+  }
+  note(
+    entry.type === 'login'
+      ? `Logged out of ${server}.`
+      : `Removed the stored token for ${server} (it stays valid until revoked: \`statehouse token revoke ID\`).`,
+  );
+}
+
+async function whoami(opts: { json?: boolean }, cmd: Command): Promise<void> {
+  const client = clientFor(cmd);
+  const me = await client.json<Me>('GET', '/v1/auth/me');
+  if (opts.json) {
+    printJson(me);
+    return;
+  }
+  const rows: [string, string][] = [
+    ['subject', me.subject],
+    ['kind', me.kind],
+    ['via', me.via],
+  ];
+  if (me.email) rows.push(['email', me.email]);
+  if (me.groups && me.groups.length > 0) rows.push(['groups', me.groups.join(', ')]);
+  rows.push(['server', client.server]);
+  out(rows.map(([k, v]) => `${`${k}:`.padEnd(9)}${v}`).join('\n'));
+}
+
+function isProcessCredentials(v: unknown): v is ProcessCredentials {
+  if (typeof v !== 'object' || v === null) return false;
+  const c = v as Record<string, unknown>;
+  return (
+    c.Version === 1 &&
+    typeof c.AccessKeyId === 'string' &&
+    typeof c.SecretAccessKey === 'string' &&
+    typeof c.SessionToken === 'string' &&
+    typeof c.Expiration === 'string'
+  );
+}
+
+async function creds(opts: { json?: boolean }, cmd: Command): Promise<void> {
+  if (!opts.json) {
+    throw new UsageError(
+      '`statehouse creds` prints credentials for AWS credential_process: use `statehouse creds --json`',
+    );
+  }
+  const answer = await clientFor(cmd).json<unknown>('POST', '/v1/auth/issue-s3-creds');
+  if (!isProcessCredentials(answer)) {
+    throw new CliError('the server answered with something that is not process credentials');
+  }
+  const { Version, AccessKeyId, SecretAccessKey, SessionToken, Expiration } = answer;
+  printJson({ Version, AccessKeyId, SecretAccessKey, SessionToken, Expiration });
+}
+
+export function registerAuthCommands(program: Command): void {
+  program
+    .command('login')
+    .description(
+      'log in through the OpenID provider in a browser (authorization code + PKCE), or store a token',
+    )
+    .option('--no-browser', 'do not open a browser; only print the address to open')
+    .option('--token <token>', 'store this token (an API token) instead; "-" reads it from stdin')
+    .option('--timeout <seconds>', 'give up when the browser login has not finished by then', '300')
+    .action(handled(login));
+
+  program
+    .command('logout')
+    .description('end the login session on the server and forget the stored credentials')
+    .action(handled((_opts: object, cmd: Command) => logout(cmd)));
+
+  program
+    .command('whoami')
+    .description('show who the server takes you for')
+    .option('--json', 'print JSON')
+    .action(handled(whoami));
+
+  program
+    .command('creds')
+    .description(
+      'print short-lived S3 credentials as AWS credential_process JSON (refreshing the login first)',
+    )
+    .option('--json', 'print the process-credentials JSON (the only format)')
+    .action(handled(creds));
+}
