@@ -22,6 +22,7 @@ import {
 import { ThrottlerGuard } from '@nestjs/throttler';
 import { AuditService } from '../audit/audit.service';
 import { APP_CONFIG, AppConfig } from '../config/config';
+import { DomainError } from '../common/errors';
 import { AuthorizationService } from '../rbac/authorization.service';
 import { CurrentPrincipal, Public } from './auth.decorators';
 import { BootstrapTokenService } from './bootstrap-token.service';
@@ -87,7 +88,9 @@ export class AuthController {
   })
   @ApiTooManyRequestsResponse()
   async exchange(@Body() dto: ExchangeDto): Promise<TokenResponseView> {
-    const identity = await this.oidc.verifyIdToken(dto.id_token, dto.nonce);
+    const identity = await this.audited('exchange', () =>
+      this.oidc.verifyIdToken(dto.id_token, dto.nonce),
+    );
     this.audit.record({
       type: 'auth.login',
       actor: identity.subject,
@@ -108,7 +111,24 @@ export class AuthController {
   })
   @ApiTooManyRequestsResponse()
   refresh(@Body() dto: RefreshDto): Promise<TokenResponseView> {
-    return this.tokens.refresh(dto.refresh_token);
+    return this.audited('token', () => this.tokens.refresh(dto.refresh_token));
+  }
+
+  /** Public login routes bypass the guard, so they record their own refusals (never the secret). */
+  private async audited<T>(endpoint: string, work: () => Promise<T>): Promise<T> {
+    try {
+      return await work();
+    } catch (e) {
+      if (e instanceof DomainError && e.code === 'unauthenticated') {
+        this.audit.record({
+          type: 'auth.failed',
+          actor: 'anonymous',
+          outcome: 'denied',
+          details: { endpoint, reason: e.message },
+        });
+      }
+      throw e;
+    }
   }
 
   @Public()

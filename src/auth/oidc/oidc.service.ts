@@ -1,5 +1,5 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
-import { createRemoteJWKSet, errors, JWTPayload, jwtVerify } from 'jose';
+import { createRemoteJWKSet, decodeJwt, errors, JWTPayload, jwtVerify } from 'jose';
 import { APP_CONFIG, AppConfig } from '../../config/config';
 import { DomainError } from '../../common/errors';
 import { Identity } from '../tokens/token.service';
@@ -49,6 +49,20 @@ export class OidcService {
         'invalid_request',
         'OIDC login is not configured on this server (STATEHOUSE_OIDC_ISSUER)',
       );
+    // Name the failed check precisely: a token from another provider would otherwise only fail
+    // its signature (this provider does not publish that key). Nothing here is trusted yet.
+    let claimedIssuer: unknown;
+    try {
+      claimedIssuer = decodeJwt(idToken).iss;
+    } catch {
+      throw new DomainError('unauthenticated', 'ID token rejected: it is not a valid ID token');
+    }
+    if (claimedIssuer !== oidc.issuer) {
+      throw new DomainError(
+        'unauthenticated',
+        'ID token rejected: it comes from another issuer (iss)',
+      );
+    }
     const { jwks } = await this.load();
     let payload: JWTPayload;
     try {
