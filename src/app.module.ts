@@ -12,6 +12,7 @@ import { DatabaseModule } from './database/database.module';
 import { HealthModule } from './health/health.module';
 import { LocksModule } from './locks/locks.module';
 import { RbacModule } from './rbac/rbac.module';
+import { S3Module } from './s3compat/s3.module';
 import { StateModule } from './state/state.module';
 import { StorageModule } from './storage/storage.module';
 
@@ -31,6 +32,7 @@ export class AppModule {
         StateModule,
         LocksModule,
         BackendModule,
+        S3Module,
         HealthModule,
       ],
       providers: [{ provide: APP_FILTER, useClass: ApiExceptionFilter }],

@@ -4,7 +4,7 @@ import type { Request } from 'express';
 import { AuditService } from '../audit/audit.service';
 import { APP_CONFIG, AppConfig } from '../config/config';
 import { DomainError } from '../common/errors';
-import { ALLOW_BASIC_AUTH, IS_PUBLIC } from './auth.decorators';
+import { ALLOW_BASIC_AUTH, IS_PUBLIC, SELF_AUTHENTICATED } from './auth.decorators';
 import { CREDENTIAL_VERIFIERS, CredentialVerifier } from './credential-verifier';
 import { ANONYMOUS_ADMIN, Principal, PRINCIPAL_KEY } from './principal';
 
@@ -46,6 +46,7 @@ export class AuthGuard implements CanActivate {
   async canActivate(context: ExecutionContext): Promise<boolean> {
     const targets = [context.getHandler(), context.getClass()];
     if (this.reflector.getAllAndOverride<boolean>(IS_PUBLIC, targets)) return true;
+    if (this.reflector.getAllAndOverride<boolean>(SELF_AUTHENTICATED, targets)) return true;
     const req = context.switchToHttp().getRequest<Request & { [PRINCIPAL_KEY]?: Principal }>();
     if (this.config.authDisabled) {
       req[PRINCIPAL_KEY] = { subject: ANONYMOUS_ADMIN, kind: 'bootstrap', via: 'auth-disabled' };

@@ -62,6 +62,12 @@ export interface AppConfig {
   };
   /** Requests per minute per client address on the login and token endpoints. */
   authRateLimitPerMinute: number;
+  s3Door: {
+    /** Bucket names the `/s3` door answers for. */
+    buckets: string[];
+    /** Terraform `workspace_key_prefix` values understood in object keys. */
+    workspacePrefixes: string[];
+  };
   /** Settings that were accepted but deserve a word at start (never secrets). */
   warnings: string[];
 }
@@ -109,6 +115,8 @@ const KNOWN = new Set([
   'STATEHOUSE_STS_KID',
   'STATEHOUSE_STS_TTL',
   'STATEHOUSE_AUTH_RATE_LIMIT',
+  'STATEHOUSE_S3_DOOR_BUCKETS',
+  'STATEHOUSE_S3_WORKSPACE_PREFIXES',
   // read by the CLI, not the server
   'STATEHOUSE_SERVER',
   'STATEHOUSE_TOKEN',
@@ -396,6 +404,32 @@ export function loadConfig(env: Env = process.env): AppConfig {
   const stsTtlSeconds = duration('STATEHOUSE_STS_TTL', 900, 60, 12 * 3600);
   const authRateLimitPerMinute = int('STATEHOUSE_AUTH_RATE_LIMIT', 60, 1, 100_000);
 
+  const list = (name: string, def: string): string[] =>
+    (str(name) ?? def)
+      .split(',')
+      .map((x) => x.trim())
+      .filter((x) => x !== '');
+  const buckets = list('STATEHOUSE_S3_DOOR_BUCKETS', 'tfstate');
+  for (const b of buckets) {
+    if (!/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/.test(b)) {
+      problems.push(`STATEHOUSE_S3_DOOR_BUCKETS: "${b}" is not a valid S3 bucket name`);
+    }
+  }
+  if (buckets.length === 0)
+    problems.push('STATEHOUSE_S3_DOOR_BUCKETS must name at least one bucket');
+  const workspacePrefixes = list('STATEHOUSE_S3_WORKSPACE_PREFIXES', 'env:');
+  for (const p of workspacePrefixes) {
+    if (!/^[A-Za-z0-9._:-]+$/.test(p)) {
+      problems.push(
+        `STATEHOUSE_S3_WORKSPACE_PREFIXES: "${p}" must be one path segment of letters, digits and . _ : -`,
+      );
+    } else if (!/[^A-Za-z0-9._-]/.test(p)) {
+      warnings.push(
+        `STATEHOUSE_S3_WORKSPACE_PREFIXES: units whose names start with "${p}/" cannot be reached through /s3 (keys there name workspaces)`,
+      );
+    }
+  }
+
   if (problems.length > 0) throw new ConfigError(problems);
   return {
     port,
@@ -416,6 +450,7 @@ export function loadConfig(env: Env = process.env): AppConfig {
     tokens: { privateKeyPem, kid: tokenKid, accessTtlSeconds, refreshTtlSeconds },
     sts: { kid: stsKid, hmacKeys, ttlSeconds: stsTtlSeconds },
     authRateLimitPerMinute,
+    s3Door: { buckets, workspacePrefixes },
     warnings,
   };
 }

@@ -84,6 +84,32 @@ export class LocksService {
     });
   }
 
+  /**
+   * The S3 door's DELETE of a lock object, which carries no lock ID: the holder's principal
+   * releases its own lock; anyone else's DELETE is a force-unlock (authorised and audited).
+   * Answers whether a lock was removed.
+   */
+  async unlockAsPrincipal(addr: StateAddress, principal: Principal, door: Door): Promise<boolean> {
+    assertUnitName(addr.unit);
+    await this.authz.authorize(principal, 'unit.lock', addr);
+    const outcome = await this.states.transaction(async (m) => {
+      const state = await this.states.findStateRow(m, addr, true);
+      const holder = state ? await this.states.holderOf(m, state.id) : null;
+      if (!state || !holder) return 'none' as const;
+      if (holder.principal !== principal.subject) return 'other' as const;
+      await this.locks.deleteIfHeldBy(m, state.id, holder.id, principal.subject);
+      return 'released' as const;
+    });
+    switch (outcome) {
+      case 'none':
+        return false;
+      case 'released':
+        return true;
+      case 'other':
+        return (await this.forceUnlock(addr, principal, door)) !== undefined;
+    }
+  }
+
   /** Removes any lock; needs `unit.force-unlock`; always audited. Undefined when none was held. */
   async forceUnlock(
     addr: StateAddress,
@@ -126,7 +152,8 @@ export class LocksService {
     return removed;
   }
 
-  async get(addr: StateAddress, principal: Principal): Promise<LockView> {
+  /** The held lock with its LockInfo exactly as sent (`lock_not_found` when unlocked). */
+  async holder(addr: StateAddress, principal: Principal): Promise<HeldLock> {
     assertUnitName(addr.unit);
     await this.authz.authorize(principal, 'unit.read', addr);
     const holder = await this.states.transaction(async (m) => {
@@ -139,7 +166,11 @@ export class LocksService {
         `${addr.unit} (workspace ${addr.workspace}) is not locked`,
       );
     }
-    return lockView(addr.unit, addr.workspace, holder);
+    return holder;
+  }
+
+  async get(addr: StateAddress, principal: Principal): Promise<LockView> {
+    return lockView(addr.unit, addr.workspace, await this.holder(addr, principal));
   }
 
   /** Held locks the caller may read, with their age. */

@@ -56,6 +56,14 @@ export interface StateSummaryRow extends StateRow {
   lock_principal: string | null;
 }
 
+export interface LiveStateRow {
+  unit: string;
+  workspace: string;
+  size: string;
+  md5: string;
+  created_at: Date;
+}
+
 interface LockRow {
   lock_id: string;
   info: string;
@@ -435,6 +443,18 @@ export class StateRepository {
         WHERE deleted_at IS NULL AND left(name, length($1)) = $1 AND ($2::text IS NULL OR name > $2)
         ORDER BY name LIMIT $3`,
       [prefix, after ?? null, limit],
+    );
+  }
+
+  /** Every live state with a current version, for listings of the S3 door. */
+  async listLiveStates(): Promise<LiveStateRow[]> {
+    return sqlRows<LiveStateRow>(
+      this.db.manager,
+      `SELECT u.name AS unit, s.workspace, v.size, v.md5, v.created_at
+         FROM states s
+         JOIN units u ON u.id = s.unit_id
+         JOIN versions v ON v.id = s.current_version_id
+        WHERE u.deleted_at IS NULL AND s.deleted_at IS NULL`,
     );
   }
 

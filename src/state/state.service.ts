@@ -381,17 +381,20 @@ export class StateService {
   async openCurrent(
     addr: StateAddress,
     principal: Principal,
-    range?: ByteRange,
-  ): Promise<OpenedState> {
+    /** The byte range to read, decided once the size is known (undefined: all of it). */
+    range?: (size: number) => ByteRange | undefined,
+  ): Promise<OpenedState & { range?: ByteRange }> {
     assertUnitName(addr.unit);
     await this.authz.authorize(principal, 'unit.read', addr);
     for (let attempt = 0; ; attempt++) {
       const { version } = await this.repo.findCurrent(this.repo.manager, addr.unit, addr.workspace);
       if (!version) throw stateNotFound(addr.unit, addr.workspace);
+      const bytes = range?.(Number(version.size));
       try {
         return {
           version: versionView(version),
-          body: await this.blobs.get(version.blob_key, range),
+          body: await this.blobs.get(version.blob_key, bytes),
+          range: bytes,
         };
       } catch (e) {
         // A write may have replaced (and retention pruned) the version we just read: look again.
@@ -447,6 +450,27 @@ export class StateService {
       serial: version.serial === null ? null : Number(version.serial),
       outputs: version.outputs ?? {},
     };
+  }
+
+  /** Live states with a current version that the caller may read (S3 listings). */
+  async listReadableStates(
+    principal: Principal,
+  ): Promise<{ unit: string; workspace: string; size: number; md5: string; modified: Date }[]> {
+    const out = [];
+    for (const row of await this.repo.listLiveStates()) {
+      if (
+        await this.authz.can(principal, 'unit.read', { unit: row.unit, workspace: row.workspace })
+      ) {
+        out.push({
+          unit: row.unit,
+          workspace: row.workspace,
+          size: Number(row.size),
+          md5: row.md5,
+          modified: new Date(row.created_at),
+        });
+      }
+    }
+    return out;
   }
 
   // ---------------------------------------------------------------- versions

@@ -1,0 +1,126 @@
+import type { Request } from 'express';
+import { Readable } from 'node:stream';
+import { feed } from '../common/streams';
+import { S3Error } from './s3-errors';
+import { decodeQuery, percentDecode } from './sigv4';
+import type { HeaderMap } from './wire';
+
+export const S3_PREFIX = '/s3';
+
+/** Where an S3 request points, read from the raw URL. */
+export interface S3Target {
+  rawPath: string;
+  rawQuery: string;
+  /** Decoded bucket name; undefined for the service (`GET /s3`). */
+  bucket?: string;
+  /** Decoded object key; undefined for bucket-level requests. */
+  key?: string;
+  /** Decoded query parameters (first value wins); presence matters (`?uploads`). */
+  query: Map<string, string>;
+}
+
+export function parseTarget(originalUrl: string): S3Target {
+  const q = originalUrl.indexOf('?');
+  const rawPath = q < 0 ? originalUrl : originalUrl.slice(0, q);
+  const rawQuery = q < 0 ? '' : originalUrl.slice(q + 1);
+  const query = new Map<string, string>();
+  for (const [name, value] of decodeQuery(rawQuery)) if (!query.has(name)) query.set(name, value);
+  const rest = rawPath.slice(S3_PREFIX.length).replace(/^\//, '');
+  if (rest === '') return { rawPath, rawQuery, query };
+  const slash = rest.indexOf('/');
+  const rawBucket = slash < 0 ? rest : rest.slice(0, slash);
+  const rawKey = slash < 0 ? '' : rest.slice(slash + 1);
+  return {
+    rawPath,
+    rawQuery,
+    query,
+    bucket: decode(rawBucket),
+    key: rawKey === '' ? undefined : decode(rawKey),
+  };
+}
+
+function decode(raw: string): string {
+  const bytes = percentDecode(raw, false);
+  const text = bytes.toString('utf8');
+  if (Buffer.compare(Buffer.from(text, 'utf8'), bytes) !== 0) {
+    throw new S3Error('InvalidArgument', 'the object key is not valid UTF-8');
+  }
+  return text;
+}
+
+export function headersOf(req: Request): HeaderMap {
+  return req.headersDistinct;
+}
+
+/** A request header as one string (the first value). */
+export function header(req: Request, name: string): string | undefined {
+  const v = req.headers[name];
+  return Array.isArray(v) ? v[0] : v;
+}
+
+/** Pipes the request through the body transforms (aws-chunked decoding, digest checks). */
+export function decodedBody(
+  req: Request,
+  transforms: readonly import('node:stream').Transform[],
+): Readable {
+  let stream: Readable = req;
+  for (const t of transforms) stream = feed(stream, t);
+  return stream;
+}
+
+/** Reads a small decoded body whole (LockInfo, CompleteMultipartUpload XML). */
+export async function readAllLimited(
+  stream: Readable,
+  limit: number,
+  what: string,
+): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of stream) {
+    const buf = chunk as Buffer;
+    size += buf.length;
+    if (size > limit) throw new S3Error('InvalidArgument', `${what} is larger than ${limit} bytes`);
+    chunks.push(buf);
+  }
+  return Buffer.concat(chunks, size);
+}
+
+/** HTTP date for Last-Modified. */
+export function httpDate(d: Date): string {
+  return d.toUTCString();
+}
+
+/** ISO 8601 with milliseconds, as S3 lists LastModified. */
+export function isoDate(d: Date): string {
+  return d.toISOString();
+}
+
+/**
+ * A `Range: bytes=…` header against an object of `size` bytes: undefined for the whole object
+ * (no header, or several ranges, which S3 also ignores), the inclusive range otherwise.
+ */
+export function parseRange(
+  value: string | undefined,
+  size: number,
+): { start: number; end: number } | undefined {
+  if (value === undefined) return undefined;
+  const m = /^bytes=(\d*)-(\d*)$/.exec(value.trim());
+  if (!m || (m[1] === '' && m[2] === '')) {
+    if (/^bytes=.*,/.test(value)) return undefined;
+    throw new S3Error('InvalidRange', 'The requested range is not satisfiable');
+  }
+  let start: number;
+  let end: number;
+  if (m[1] === '') {
+    const suffix = Number(m[2]);
+    if (suffix === 0) throw new S3Error('InvalidRange', 'The requested range is not satisfiable');
+    start = Math.max(0, size - suffix);
+    end = size - 1;
+  } else {
+    start = Number(m[1]);
+    end = m[2] === '' ? size - 1 : Math.min(Number(m[2]), size - 1);
+    if (m[2] !== '' && Number(m[2]) < start) return undefined; // invalid spec: ignored, as S3 does
+  }
+  if (start >= size) throw new S3Error('InvalidRange', 'The requested range is not satisfiable');
+  return { start, end };
+}

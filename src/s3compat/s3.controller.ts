@@ -1,0 +1,150 @@
+import { All, Controller, Req, Res, UseFilters } from '@nestjs/common';
+import { ApiExcludeController } from '@nestjs/swagger';
+import type { Request, Response } from 'express';
+import { pipeline } from 'node:stream/promises';
+import { SelfAuthenticated } from '../auth/auth.decorators';
+import { currentRequestContext } from '../common/request-context';
+import { S3AuthService, S3Caller } from './s3-auth.service';
+import { S3Error } from './s3-errors';
+import { S3ExceptionFilter } from './s3-exception.filter';
+import { parseTarget, S3Target } from './s3-request';
+import { S3Reply, S3Service } from './s3.service';
+
+/** Sub-resources of objects and buckets this server does not implement (answered NotImplemented). */
+const UNSUPPORTED = [
+  'acl',
+  'tagging',
+  'retention',
+  'legal-hold',
+  'torrent',
+  'restore',
+  'select',
+  'attributes',
+  'versionId',
+  'versions',
+  'policy',
+  'cors',
+  'lifecycle',
+  'website',
+  'notification',
+  'replication',
+  'encryption',
+  'object-lock',
+  'delete',
+  'uploads',
+];
+
+/**
+ * The S3-compatible door at `/s3/{bucket}/{key…}` (path-style), for Terraform's `backend "s3"`,
+ * the AWS CLI and SDKs. Every request is authenticated here (SigV4 + session token) before
+ * anything else is looked at. Documented in the README (not in the OpenAPI spec).
+ */
+@ApiExcludeController()
+@SelfAuthenticated()
+@UseFilters(S3ExceptionFilter)
+@Controller()
+export class S3Controller {
+  constructor(
+    private readonly auth: S3AuthService,
+    private readonly s3: S3Service,
+  ) {}
+
+  @All(['s3', 's3/*path'])
+  async handle(@Req() req: Request, @Res() res: Response): Promise<void> {
+    const target = parseTarget(req.originalUrl);
+    const caller = await this.auth.authenticate(req, target);
+    const reply = await this.dispatch(caller, target, req);
+    await send(res, reply, req.method === 'HEAD');
+  }
+
+  private async dispatch(
+    { principal, signing }: S3Caller,
+    t: S3Target,
+    req: Request,
+  ): Promise<S3Reply> {
+    const method = req.method.toUpperCase();
+    const q = t.query;
+    if (t.bucket === undefined) {
+      if (method === 'GET') return this.s3.listBuckets(principal);
+      throw notImplemented(method, 'the service');
+    }
+    this.s3.assertBucket(t.bucket);
+    if (t.key === undefined) {
+      switch (method) {
+        case 'HEAD':
+          return { status: 200, headers: { 'x-amz-bucket-region': 'us-east-1' } };
+        case 'GET':
+          if (q.has('location')) return this.s3.bucketLocation();
+          if (q.has('versioning')) return this.s3.bucketVersioning();
+          if (q.get('list-type') === '2') return this.s3.listObjectsV2(principal, t.bucket, q);
+          if (q.has('uploads')) throw notImplemented(method, 'ListMultipartUploads');
+          if ([...q.keys()].some((k) => UNSUPPORTED.includes(k)))
+            throw notImplemented(method, 'this bucket sub-resource');
+          throw new S3Error(
+            'NotImplemented',
+            'ListObjects (v1) is not supported: use ListObjectsV2 (list-type=2)',
+          );
+        default:
+          throw notImplemented(method, 'the bucket');
+      }
+    }
+    const key = t.key;
+    switch (method) {
+      case 'GET':
+        if (q.has('uploadId')) return this.s3.listParts(principal, t.bucket, key, q);
+        rejectUnsupported(q, method);
+        return this.s3.getObject(principal, key, req, false);
+      case 'HEAD':
+        rejectUnsupported(q, method);
+        return this.s3.getObject(principal, key, req, true);
+      case 'PUT':
+        if (q.has('uploadId')) return this.s3.uploadPart(principal, key, q, req, signing);
+        rejectUnsupported(q, method);
+        return this.s3.putObject(principal, key, req, signing);
+      case 'POST':
+        if (q.has('uploads')) return this.s3.createMultipart(principal, t.bucket, key, req);
+        if (q.has('uploadId'))
+          return this.s3.completeMultipart(principal, t.bucket, key, q, req, signing);
+        throw notImplemented(method, 'this object operation');
+      case 'DELETE':
+        if (q.has('uploadId')) return this.s3.abortMultipart(principal, key, q);
+        rejectUnsupported(q, method);
+        return this.s3.deleteObject(principal, key);
+      default:
+        throw new S3Error(
+          'MethodNotAllowed',
+          `The method ${method} is not allowed against this resource`,
+        );
+    }
+  }
+}
+
+function rejectUnsupported(q: Map<string, string>, method: string): void {
+  const sub = [...q.keys()].find((k) => UNSUPPORTED.includes(k));
+  if (sub) throw notImplemented(method, `the ?${sub} sub-resource`);
+}
+
+function notImplemented(method: string, what: string): S3Error {
+  return new S3Error('NotImplemented', `${method} on ${what} is not implemented by this server`);
+}
+
+async function send(res: Response, reply: S3Reply, headOnly: boolean): Promise<void> {
+  res.status(reply.status);
+  res.setHeader('x-amz-request-id', currentRequestContext()?.requestId ?? '');
+  for (const [k, v] of Object.entries(reply.headers ?? {})) res.setHeader(k, v);
+  const body = reply.body;
+  if (headOnly || body === undefined) {
+    if (body !== undefined && typeof body !== 'string' && !Buffer.isBuffer(body)) body.destroy();
+    res.end();
+    return;
+  }
+  if (typeof body === 'string' || Buffer.isBuffer(body)) {
+    res.end(body);
+    return;
+  }
+  try {
+    await pipeline(body, res);
+  } catch {
+    res.destroy(); // a cut connection, never a short body that looks whole
+  }
+}

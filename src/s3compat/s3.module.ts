@@ -1,0 +1,15 @@
+import { Module } from '@nestjs/common';
+import { AuthModule } from '../auth/auth.module';
+import { LocksModule } from '../locks/locks.module';
+import { StateModule } from '../state/state.module';
+import { MultipartRepository } from './multipart.repository';
+import { S3AuthService } from './s3-auth.service';
+import { S3Controller } from './s3.controller';
+import { S3Service } from './s3.service';
+
+@Module({
+  imports: [AuthModule, StateModule, LocksModule],
+  controllers: [S3Controller],
+  providers: [S3AuthService, S3Service, MultipartRepository],
+})
+export class S3Module {}

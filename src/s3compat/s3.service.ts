@@ -1,0 +1,579 @@
+import { Inject, Injectable, Logger, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
+import type { Request } from 'express';
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import { Readable, Transform, TransformCallback } from 'node:stream';
+import type { Principal } from '../auth/principal';
+import { APP_CONFIG, AppConfig } from '../config/config';
+import { DomainError } from '../common/errors';
+import { feed } from '../common/streams';
+import { LocksService } from '../locks/locks.service';
+import { AuthorizationService } from '../rbac/authorization.service';
+import { StateAddress, StateService } from '../state/state.service';
+import { BLOB_STORE, BlobStore } from '../storage/blob-store';
+import { bodyTransforms, planRequestBody } from './request-body';
+import { MultipartRepository } from './multipart.repository';
+import { S3Error } from './s3-errors';
+import { objectKey, resolveKey } from './s3-keys';
+import {
+  decodedBody,
+  header,
+  headersOf,
+  httpDate,
+  isoDate,
+  parseRange,
+  readAllLimited,
+} from './s3-request';
+import { el, S3_NS, XML_HEADER } from './s3-xml';
+import type { SigningContext } from './sigv4';
+
+/** What the door sends back. */
+export interface S3Reply {
+  status: number;
+  headers?: Record<string, string>;
+  body?: string | Buffer | Readable;
+}
+
+const MAX_LOCK_INFO_BYTES = 64 * 1024;
+const MAX_COMPLETE_XML_BYTES = 1024 * 1024;
+const MIN_PART_BYTES = 5 * 1024 * 1024;
+const MAX_PARTS = 10_000;
+const STALE_UPLOAD_SECONDS = 24 * 3600;
+
+const quoted = (md5Hex: string): string => `"${md5Hex}"`;
+
+/**
+ * The S3 operations of the `/s3` door, translated onto the state and lock services: the door
+ * adds no rule of its own beyond S3's wire format and the key mapping.
+ */
+@Injectable()
+export class S3Service implements OnModuleInit, OnApplicationShutdown {
+  private readonly logger = new Logger('s3');
+  private sweeper?: NodeJS.Timeout;
+
+  constructor(
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+    private readonly states: StateService,
+    private readonly locks: LocksService,
+    private readonly authz: AuthorizationService,
+    private readonly uploads: MultipartRepository,
+    @Inject(BLOB_STORE) private readonly blobs: BlobStore,
+  ) {}
+
+  onModuleInit(): void {
+    // Multipart uploads abandoned by their clients (or completed by a process that then died).
+    this.sweeper = setInterval(() => void this.sweepStaleUploads(), 3600_000);
+    this.sweeper.unref();
+  }
+
+  onApplicationShutdown(): void {
+    clearInterval(this.sweeper);
+  }
+
+  async sweepStaleUploads(): Promise<void> {
+    try {
+      for (const id of await this.uploads.stale(STALE_UPLOAD_SECONDS)) {
+        await this.deleteBlobs((await this.uploads.remove(id)) ?? []);
+      }
+    } catch (e) {
+      this.logger.warn({ err: e }, 'could not sweep stale multipart uploads');
+    }
+  }
+
+  // ------------------------------------------------------------------ service and bucket
+
+  listBuckets(principal: Principal): S3Reply {
+    const buckets = this.config.s3Door.buckets
+      .map(
+        (b) => `<Bucket>${el('Name', b)}${el('CreationDate', '2026-01-01T00:00:00.000Z')}</Bucket>`,
+      )
+      .join('');
+    return xml(
+      200,
+      `<ListAllMyBucketsResult xmlns="${S3_NS}"><Owner>${el('ID', principal.subject)}${el('DisplayName', principal.subject)}</Owner><Buckets>${buckets}</Buckets></ListAllMyBucketsResult>`,
+    );
+  }
+
+  assertBucket(bucket: string): void {
+    if (!this.config.s3Door.buckets.includes(bucket)) {
+      throw new S3Error(
+        'NoSuchBucket',
+        `The specified bucket does not exist: ${bucket} (this server answers for ${this.config.s3Door.buckets.join(', ')})`,
+      );
+    }
+  }
+
+  bucketLocation(): S3Reply {
+    return xml(200, `<LocationConstraint xmlns="${S3_NS}"></LocationConstraint>`);
+  }
+
+  bucketVersioning(): S3Reply {
+    // Every write is kept as a version (by Statehouse's own numbering).
+    return xml(
+      200,
+      `<VersioningConfiguration xmlns="${S3_NS}">${el('Status', 'Enabled')}</VersioningConfiguration>`,
+    );
+  }
+
+  /** ListObjectsV2 over the states the caller may read, with S3's paging and grouping rules. */
+  async listObjectsV2(
+    principal: Principal,
+    bucket: string,
+    q: Map<string, string>,
+  ): Promise<S3Reply> {
+    const prefix = q.get('prefix') ?? '';
+    const delimiter = q.get('delimiter') ?? '';
+    const urlEncode = q.get('encoding-type') === 'url';
+    if (q.has('encoding-type') && !urlEncode)
+      throw new S3Error('InvalidArgument', 'Invalid Encoding Method specified in Request');
+    const maxRaw = q.get('max-keys') ?? '1000';
+    if (!/^\d+$/.test(maxRaw))
+      throw new S3Error('InvalidArgument', 'max-keys must be a non-negative integer');
+    const maxKeys = Math.min(Number(maxRaw), 1000);
+    const token = q.get('continuation-token');
+    let after = q.get('start-after') ?? '';
+    if (token !== undefined) {
+      const decoded = Buffer.from(token, 'base64url').toString('utf8');
+      if (token === '' || Buffer.from(decoded, 'utf8').toString('base64url') !== token) {
+        throw new S3Error('InvalidArgument', 'The continuation token provided is incorrect');
+      }
+      after = decoded;
+    }
+
+    const objects: { key: string; size: number; md5: string; modified: Date }[] = [];
+    for (const s of await this.states.listReadableStates(principal)) {
+      const keys =
+        s.workspace === 'default'
+          ? [objectKey(s, '')]
+          : this.config.s3Door.workspacePrefixes.map((p) => objectKey(s, p));
+      for (const key of keys)
+        if (key.startsWith(prefix))
+          objects.push({ key, size: s.size, md5: s.md5, modified: s.modified });
+    }
+    objects.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+
+    const enc = (s: string) => (urlEncode ? encodeURIComponent(s).replace(/%2F/g, '/') : s);
+    const contents: string[] = [];
+    const prefixes: string[] = [];
+    let last = '';
+    let truncated = false;
+    let count = 0;
+    for (const o of objects) {
+      if (o.key <= after) continue;
+      let rolled: string | undefined;
+      if (delimiter !== '') {
+        const i = o.key.indexOf(delimiter, prefix.length);
+        if (i >= 0) rolled = o.key.slice(0, i + delimiter.length);
+      }
+      // A common prefix already returned (or passed by the marker) is not returned again.
+      if (rolled !== undefined && (rolled === last || after.startsWith(rolled))) continue;
+      if (count === maxKeys) {
+        truncated = true;
+        break;
+      }
+      count++;
+      if (rolled !== undefined) {
+        prefixes.push(`<CommonPrefixes>${el('Prefix', enc(rolled))}</CommonPrefixes>`);
+        last = rolled;
+      } else {
+        contents.push(
+          `<Contents>${el('Key', enc(o.key))}${el('LastModified', isoDate(o.modified))}${el('ETag', quoted(o.md5))}${el('Size', o.size)}${el('StorageClass', 'STANDARD')}</Contents>`,
+        );
+        last = o.key;
+      }
+    }
+    const body =
+      `<ListBucketResult xmlns="${S3_NS}">${el('Name', bucket)}${el('Prefix', enc(prefix))}` +
+      (delimiter ? el('Delimiter', enc(delimiter)) : '') +
+      `${el('MaxKeys', maxKeys)}${el('KeyCount', count)}${el('IsTruncated', truncated)}` +
+      (token !== undefined ? el('ContinuationToken', token) : '') +
+      (truncated
+        ? el('NextContinuationToken', Buffer.from(last, 'utf8').toString('base64url'))
+        : '') +
+      (q.has('start-after') ? el('StartAfter', enc(q.get('start-after') ?? '')) : '') +
+      (urlEncode ? el('EncodingType', 'url') : '') +
+      contents.join('') +
+      prefixes.join('') +
+      '</ListBucketResult>';
+    return xml(200, body);
+  }
+
+  // ------------------------------------------------------------------ objects
+
+  /** Resolves a key to a state or its lock object; a key that can name neither is refused. */
+  resolve(key: string): { kind: 'state' | 'lock'; addr: StateAddress } {
+    const r = resolveKey(key, this.config.s3Door.workspacePrefixes);
+    if (r.kind === 'invalid')
+      throw new S3Error('InvalidArgument', `Invalid state key: ${r.reason}`);
+    return { kind: r.kind, addr: r.ref };
+  }
+
+  async getObject(
+    principal: Principal,
+    key: string,
+    req: Request,
+    headOnly: boolean,
+  ): Promise<S3Reply> {
+    const { kind, addr } = this.resolve(key);
+    if (kind === 'lock') {
+      const lock = await this.locks.holder(addr, principal);
+      const body = Buffer.from(lock.infoJson, 'utf8');
+      return {
+        status: 200,
+        headers: {
+          'Content-Type': 'application/json',
+          'Content-Length': String(body.length),
+          ETag: quoted(createHash('md5').update(body).digest('hex')),
+          'Last-Modified': httpDate(new Date(lock.createdAt)),
+        },
+        body: headOnly ? undefined : body,
+      };
+    }
+    if (headOnly) {
+      const v = await this.states.current(addr, principal);
+      return { status: 200, headers: this.stateHeaders(v.md5, v.size, v.createdAt) };
+    }
+    const rangeHeader = header(req, 'range');
+    const opened = await this.states.openCurrent(addr, principal, (size) =>
+      parseRange(rangeHeader, size),
+    );
+    const v = opened.version;
+    const headers = this.stateHeaders(v.md5, v.size, v.createdAt);
+    if (opened.range) {
+      headers['Content-Length'] = String(opened.range.end - opened.range.start + 1);
+      headers['Content-Range'] = `bytes ${opened.range.start}-${opened.range.end}/${v.size}`;
+      return { status: 206, headers, body: opened.body };
+    }
+    return { status: 200, headers, body: opened.body };
+  }
+
+  private stateHeaders(md5: string, size: number, createdAt: string): Record<string, string> {
+    return {
+      'Content-Type': 'application/json',
+      'Content-Length': String(size),
+      ETag: quoted(md5),
+      'Last-Modified': httpDate(new Date(createdAt)),
+      'Accept-Ranges': 'bytes',
+    };
+  }
+
+  async putObject(
+    principal: Principal,
+    key: string,
+    req: Request,
+    signing: SigningContext,
+  ): Promise<S3Reply> {
+    if (header(req, 'x-amz-copy-source') !== undefined) {
+      throw new S3Error('NotImplemented', 'CopyObject is not supported by this server');
+    }
+    const { kind, addr } = this.resolve(key);
+    const body = this.body(req, signing, false);
+    if (kind === 'lock') {
+      // Terraform sends If-None-Match: * — a lock is only ever created, never overwritten, and
+      // the locks module's insert-if-absent is what decides (412 when someone holds it).
+      const info = await readAllLimited(body.stream, MAX_LOCK_INFO_BYTES, 'the lock object');
+      await this.locks.acquire(addr, principal, info, { generateId: false });
+      return {
+        status: 200,
+        headers: { ETag: quoted(createHash('md5').update(info).digest('hex')), ...sse(req) },
+      };
+    }
+    const result = await this.states.write({
+      ...addr,
+      principal,
+      door: 's3',
+      body: body.stream,
+      contentLength: body.declaredLength,
+    });
+    return { status: 200, headers: { ETag: quoted(result.version.md5), ...sse(req) } };
+  }
+
+  async deleteObject(principal: Principal, key: string): Promise<S3Reply> {
+    const { kind, addr } = this.resolve(key);
+    if (kind === 'lock') {
+      await this.locks.unlockAsPrincipal(addr, principal, 's3');
+      return { status: 204 };
+    }
+    try {
+      await this.states.deleteState(addr, principal, 's3');
+    } catch (e) {
+      // Deleting what is not there is a success in S3.
+      if (!(
+        e instanceof DomainError &&
+        (e.code === 'state_not_found' || e.code === 'unit_not_found')
+      ))
+        throw e;
+    }
+    return { status: 204 };
+  }
+
+  // ------------------------------------------------------------------ multipart
+
+  async createMultipart(
+    principal: Principal,
+    bucket: string,
+    key: string,
+    req: Request,
+  ): Promise<S3Reply> {
+    const { kind, addr } = this.resolve(key);
+    if (kind === 'lock')
+      throw new S3Error('InvalidRequest', 'lock objects are written with PutObject');
+    await this.authz.authorize(principal, 'unit.read', addr);
+    await this.authz.authorize(principal, 'unit.write', addr);
+    const uploadId = randomBytes(24).toString('base64url');
+    await this.uploads.create({
+      upload_id: uploadId,
+      bucket,
+      object_key: key,
+      unit: addr.unit,
+      workspace: addr.workspace,
+      principal: principal.subject,
+    });
+    return xml(
+      200,
+      `<InitiateMultipartUploadResult xmlns="${S3_NS}">${el('Bucket', bucket)}${el('Key', key)}${el('UploadId', uploadId)}</InitiateMultipartUploadResult>`,
+      sse(req),
+    );
+  }
+
+  private async upload(principal: Principal, key: string, uploadId: string | undefined) {
+    const upload = uploadId ? await this.uploads.find(uploadId) : undefined;
+    // Someone else's upload is answered like a missing one: ids are not to be probed.
+    if (!upload || upload.object_key !== key || upload.principal !== principal.subject) {
+      throw new S3Error(
+        'NoSuchUpload',
+        'The specified multipart upload does not exist. The upload ID may be invalid, or the upload may have been aborted or completed.',
+      );
+    }
+    return upload;
+  }
+
+  async uploadPart(
+    principal: Principal,
+    key: string,
+    q: Map<string, string>,
+    req: Request,
+    signing: SigningContext,
+  ): Promise<S3Reply> {
+    const upload = await this.upload(principal, key, q.get('uploadId'));
+    const partRaw = q.get('partNumber') ?? '';
+    const partNumber = Number(partRaw);
+    if (!/^\d+$/.test(partRaw) || partNumber < 1 || partNumber > MAX_PARTS) {
+      throw new S3Error(
+        'InvalidArgument',
+        'Part number must be an integer between 1 and 10000, inclusive',
+      );
+    }
+    const body = this.body(req, signing, true);
+    const limit = new ByteLimit(this.config.maxStateBytes);
+    const blobKey = `parts/${randomUUID()}`;
+    let size: number;
+    try {
+      ({ size } = await this.blobs.put(blobKey, feed(body.stream, limit)));
+    } catch (e) {
+      await this.deleteBlobs([blobKey]);
+      throw e;
+    }
+    const md5 = body.verifier.digests?.md5?.toString('hex');
+    if (md5 === undefined) {
+      await this.deleteBlobs([blobKey]);
+      throw new S3Error('IncompleteBody', 'the part body ended early');
+    }
+    const replaced = await this.uploads.putPart({
+      upload_id: upload.upload_id,
+      part_number: partNumber,
+      blob_key: blobKey,
+      size: String(size),
+      md5,
+    });
+    if (replaced) await this.deleteBlobs([replaced]);
+    return { status: 200, headers: { ETag: quoted(md5), ...sse(req) } };
+  }
+
+  async completeMultipart(
+    principal: Principal,
+    bucket: string,
+    key: string,
+    q: Map<string, string>,
+    req: Request,
+    signing: SigningContext,
+  ): Promise<S3Reply> {
+    const upload = await this.upload(principal, key, q.get('uploadId'));
+    const requested = parseCompleteXml(
+      await readAllLimited(
+        this.body(req, signing, false).stream,
+        MAX_COMPLETE_XML_BYTES,
+        'the part list',
+      ),
+    );
+    const stored = new Map(
+      (await this.uploads.parts(upload.upload_id)).map((p) => [p.part_number, p]),
+    );
+    const chosen = requested.map((r, i) => {
+      const part = stored.get(r.partNumber);
+      if (!part || part.md5 !== r.etag) {
+        throw new S3Error(
+          'InvalidPart',
+          `Part ${r.partNumber} was not uploaded or its ETag does not match`,
+        );
+      }
+      if (i < requested.length - 1 && Number(part.size) < MIN_PART_BYTES) {
+        throw new S3Error(
+          'EntityTooSmall',
+          `Part ${r.partNumber} is smaller than the 5 MiB minimum of all but the last part`,
+        );
+      }
+      return part;
+    });
+    const total = chosen.reduce((n, p) => n + Number(p.size), 0);
+    const blobs = this.blobs;
+    async function* concatenated(): AsyncGenerator<Buffer> {
+      for (const part of chosen)
+        for await (const chunk of await blobs.get(part.blob_key)) yield chunk as Buffer;
+    }
+    // Only now does the upload become a version: one ordinary state write, streamed part by part.
+    await this.states.write({
+      unit: upload.unit,
+      workspace: upload.workspace,
+      principal,
+      door: 's3',
+      body: Readable.from(concatenated()),
+      contentLength: total,
+    });
+    await this.deleteBlobs((await this.uploads.remove(upload.upload_id)) ?? []);
+    const etag = `"${createHash('md5')
+      .update(Buffer.concat(chosen.map((p) => Buffer.from(p.md5, 'hex'))))
+      .digest('hex')}-${chosen.length}"`;
+    return xml(
+      200,
+      `<CompleteMultipartUploadResult xmlns="${S3_NS}">${el('Location', `/s3/${bucket}/${key}`)}${el('Bucket', bucket)}${el('Key', key)}${el('ETag', etag)}</CompleteMultipartUploadResult>`,
+      sse(req),
+    );
+  }
+
+  async abortMultipart(
+    principal: Principal,
+    key: string,
+    q: Map<string, string>,
+  ): Promise<S3Reply> {
+    const upload = await this.upload(principal, key, q.get('uploadId'));
+    await this.deleteBlobs((await this.uploads.remove(upload.upload_id)) ?? []);
+    return { status: 204 };
+  }
+
+  async listParts(
+    principal: Principal,
+    bucket: string,
+    key: string,
+    q: Map<string, string>,
+  ): Promise<S3Reply> {
+    const upload = await this.upload(principal, key, q.get('uploadId'));
+    const parts = (await this.uploads.parts(upload.upload_id))
+      .map(
+        (p) =>
+          `<Part>${el('PartNumber', p.part_number)}${el('LastModified', isoDate(new Date(p.created_at)))}${el('ETag', quoted(p.md5))}${el('Size', p.size)}</Part>`,
+      )
+      .join('');
+    return xml(
+      200,
+      `<ListPartsResult xmlns="${S3_NS}">${el('Bucket', bucket)}${el('Key', key)}${el('UploadId', upload.upload_id)}${el('IsTruncated', false)}${parts}</ListPartsResult>`,
+    );
+  }
+
+  // ------------------------------------------------------------------ helpers
+
+  /** The request body, decoded (aws-chunked) and checked (payload hash, checksums, Content-MD5). */
+  private body(req: Request, signing: SigningContext, md5: boolean) {
+    const plan = planRequestBody(headersOf(req), signing);
+    if (!plan.ok) throw plan.error;
+    const { transforms, verifier } = bodyTransforms({
+      ...plan.value,
+      integrity: { ...plan.value.integrity, md5 },
+    });
+    const decodedLength =
+      header(req, 'x-amz-decoded-content-length') ?? header(req, 'content-length');
+    return {
+      stream: decodedBody(req, transforms),
+      verifier,
+      declaredLength:
+        decodedLength !== undefined && /^\d+$/.test(decodedLength)
+          ? Number(decodedLength)
+          : undefined,
+    };
+  }
+
+  private async deleteBlobs(keys: string[]): Promise<void> {
+    for (const key of keys) {
+      try {
+        await this.blobs.delete(key);
+      } catch (e) {
+        this.logger.warn({ err: e, blobKey: key }, 'could not delete a multipart part');
+      }
+    }
+  }
+}
+
+function xml(status: number, body: string, headers: Record<string, string> = {}): S3Reply {
+  return {
+    status,
+    headers: { 'Content-Type': 'application/xml', ...headers },
+    body: XML_HEADER + body,
+  };
+}
+
+/** Echoes a requested server-side encryption: at rest, encryption is the storage's business. */
+function sse(req: Request): Record<string, string> {
+  const v = header(req, 'x-amz-server-side-encryption');
+  return v ? { 'x-amz-server-side-encryption': v } : {};
+}
+
+/** Fails a stream once more than `max` bytes went through (parts of an oversized state). */
+class ByteLimit extends Transform {
+  private seen = 0;
+  constructor(private readonly max: number) {
+    super();
+  }
+  override _transform(chunk: Buffer, _e: BufferEncoding, cb: TransformCallback): void {
+    this.seen += chunk.length;
+    if (this.seen > this.max)
+      cb(
+        new S3Error(
+          'EntityTooLarge',
+          `Your proposed upload exceeds the maximum allowed size of ${this.max} bytes`,
+        ),
+      );
+    else cb(null, chunk);
+  }
+}
+
+/** `<CompleteMultipartUpload>`'s parts, in the order given; strictly ascending part numbers. */
+export function parseCompleteXml(xmlBody: Buffer): { partNumber: number; etag: string }[] {
+  const text = xmlBody.toString('utf8');
+  if (!/<CompleteMultipartUpload[\s>]/.test(text)) {
+    throw new S3Error(
+      'MalformedXML',
+      'The XML you provided was not well-formed or did not validate against our published schema',
+    );
+  }
+  const parts: { partNumber: number; etag: string }[] = [];
+  for (const m of text.matchAll(/<Part>([\s\S]*?)<\/Part>/g)) {
+    const n = /<PartNumber>\s*(\d+)\s*<\/PartNumber>/.exec(m[1]);
+    const e = /<ETag>([\s\S]*?)<\/ETag>/.exec(m[1]);
+    if (!n || !e) throw new S3Error('MalformedXML', 'every Part needs a PartNumber and an ETag');
+    const etag = e[1]
+      .trim()
+      .replace(/&quot;/g, '"')
+      .replace(/^"|"$/g, '')
+      .toLowerCase();
+    parts.push({ partNumber: Number(n[1]), etag });
+  }
+  if (parts.length === 0) throw new S3Error('MalformedXML', 'the part list is empty');
+  for (let i = 1; i < parts.length; i++) {
+    if (parts[i].partNumber <= parts[i - 1].partNumber) {
+      throw new S3Error(
+        'InvalidPartOrder',
+        'The list of parts was not in ascending order. Parts must be ordered by part number.',
+      );
+    }
+  }
+  return parts;
+}
