@@ -4,7 +4,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { request } from 'node:http';
 import { AppModule } from '../../src/app.module';
-import { IS_PUBLIC } from '../../src/auth/auth.decorators';
+import { IS_PUBLIC, SELF_AUTHENTICATED } from '../../src/auth/auth.decorators';
 import { generateOpenApi } from '../../src/cli/openapi.command';
 import { loadConfig } from '../../src/config/config';
 import { freshServerEnv } from '../support/database';
@@ -49,7 +49,7 @@ describe('the API contract', () => {
     expect(await ui.text()).toContain('swagger');
   });
 
-  it('only the routes marked @Public() are public', async () => {
+  it('only the routes marked @Public() are public; only the S3 door authenticates itself', async () => {
     const app = await NestFactory.create(
       AppModule.forRoot(loadConfig({ NODE_ENV: 'test', STATEHOUSE_STORAGE: 'memory' })),
       { preview: true, logger: false },
@@ -58,6 +58,7 @@ describe('the API contract', () => {
     const container = (app as unknown as { container: NestContainer }).container;
     const scanner = new MetadataScanner();
     const publicRoutes: string[] = [];
+    const selfAuthenticated: string[] = [];
     let routeCount = 0;
     const controllers = [...container.getModules().values()].flatMap((m) => [
       ...m.controllers.values(),
@@ -72,11 +73,17 @@ describe('the API contract', () => {
         const isPublic =
           Reflect.getMetadata(IS_PUBLIC, handler) ?? Reflect.getMetadata(IS_PUBLIC, type);
         if (isPublic) publicRoutes.push(`${type.name}.${method}`);
+        const selfAuth =
+          Reflect.getMetadata(SELF_AUTHENTICATED, handler) ??
+          Reflect.getMetadata(SELF_AUTHENTICATED, type);
+        if (selfAuth) selfAuthenticated.push(`${type.name}.${method}`);
       }
     }
     await app.close();
     expect(routeCount).toBeGreaterThan(15);
     expect(publicRoutes.sort()).toEqual(EXPECTED_PUBLIC);
+    // Routes that authenticate in their own protocol (the S3 door: SigV4); tested in their suites.
+    expect(selfAuthenticated).toEqual(['S3Controller.handle']);
   });
 
   it('every documented route and the http backend answer 401 without a token', async () => {
