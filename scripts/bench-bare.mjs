@@ -1,0 +1,68 @@
+// The ceiling for `node scripts/bench-s3.mjs`: a bare Node `http` server that streams PUT bodies
+// to a file in a directory and streams GETs back from that file, with no checks at all (no
+// authentication, no signature, no digest, no state validation, no database). Whatever the S3
+// door of Statehouse does on top of moving the bytes is what separates it from this.
+//
+//   node scripts/bench-bare.mjs <dir>
+//
+// Listens on 127.0.0.1, on PORT (default 0: any free port), and prints one JSON line
+// `{"port":N}` once it listens. SIGTERM/SIGINT close it.
+import http from 'node:http';
+import { createReadStream, createWriteStream, renameSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { pipeline } from 'node:stream/promises';
+
+const dir = process.argv[2];
+if (!dir) {
+  process.stderr.write('usage: node scripts/bench-bare.mjs <dir>\n');
+  process.exit(2);
+}
+
+let tmpCounter = 0;
+/** One flat file per request path (query ignored). */
+const fileFor = (url) => join(dir, encodeURIComponent(url.split('?')[0]));
+
+const server = http.createServer(async (req, res) => {
+  const file = fileFor(req.url ?? '/');
+  try {
+    if (req.method === 'PUT') {
+      // Written aside and renamed, so a reader never sees half a body: that is storage, not a
+      // check. Node answers `Expect: 100-continue` by itself (no checkContinue listener).
+      const tmp = `${file}.tmp-${process.pid}-${tmpCounter++}`;
+      await pipeline(req, createWriteStream(tmp));
+      renameSync(tmp, file);
+      res.writeHead(200, { 'Content-Length': '0' });
+      res.end();
+      return;
+    }
+    if (req.method === 'GET') {
+      let size;
+      try {
+        size = statSync(file).size;
+      } catch {
+        res.writeHead(404, { 'Content-Length': '0' });
+        res.end();
+        return;
+      }
+      res.writeHead(200, { 'Content-Type': 'application/json', 'Content-Length': String(size) });
+      await pipeline(createReadStream(file), res);
+      return;
+    }
+    req.resume();
+    res.writeHead(405, { 'Content-Length': '0' });
+    res.end();
+  } catch {
+    res.destroy();
+  }
+});
+
+server.listen(Number(process.env.PORT ?? 0), '127.0.0.1', () => {
+  process.stdout.write(`${JSON.stringify({ port: server.address().port })}\n`);
+});
+
+const stop = () => {
+  server.close(() => process.exit(0));
+  server.closeAllConnections();
+};
+process.on('SIGTERM', stop);
+process.on('SIGINT', stop);

@@ -1,0 +1,325 @@
+// Load generator for `node scripts/bench-s3.mjs`, run in its own process (an in-process
+// generator understates a server). Sends SigV4-signed S3 requests, header-signed as Terraform's
+// S3 backend does over http: SignedHeaders host;x-amz-content-sha256;x-amz-date;
+// x-amz-security-token, the hex SHA-256 of the body as payload hash for PUT (the empty-string
+// hash for GET), `Expect: 100-continue` for bodies of 2 MiB and more. Node built-ins only.
+// Prints one JSON line with the results.
+//
+//   node scripts/bench-s3-load.mjs <scenario> <s3BaseUrl> <concurrency> <seconds> <sizeBytes>
+//
+// <s3BaseUrl> is the door's address, e.g. http://127.0.0.1:8080/s3 (bucket `tfstate` below it).
+// Credentials come from the environment (never argv): BENCH_S3_ACCESS_KEY_ID,
+// BENCH_S3_SECRET_ACCESS_KEY, BENCH_S3_SESSION_TOKEN.
+//
+// scenarios:
+//   put  each worker writes its own state (key bench/put-<size>-<w>/terraform.tfstate → unit
+//        bench/put-<size>-<w>), the serial increasing with every write (from a clock-based
+//        start, so runs can repeat against one server);
+//   get  each worker first writes its own state bench/get-<size>-<w> once (untimed, serial 1),
+//        then reads it back again and again; a read counts when it is a 200 of exactly the
+//        bytes written.
+//
+// Latencies (p50/p99) are from the first byte of the request to the last byte of the answer,
+// signing included; the client's SHA-256 of each PUT body is done before that (its total is
+// reported as clientHashMs; it is part of the wall clock that requests/s and MB/s are over).
+import http from 'node:http';
+import { createHash, createHmac } from 'node:crypto';
+
+const [scenario, baseUrl, concArg, secondsArg, sizeArg] = process.argv.slice(2);
+const concurrency = Number(concArg);
+const seconds = Number(secondsArg);
+const size = Number(sizeArg);
+if (!['put', 'get'].includes(scenario) || !baseUrl || !(concurrency > 0) || !(seconds > 0)) {
+  process.stderr.write(
+    'usage: node scripts/bench-s3-load.mjs put|get <s3BaseUrl> <concurrency> <seconds> <sizeBytes>\n',
+  );
+  process.exit(2);
+}
+const creds = {
+  accessKeyId: process.env.BENCH_S3_ACCESS_KEY_ID ?? '',
+  secretAccessKey: process.env.BENCH_S3_SECRET_ACCESS_KEY ?? '',
+  sessionToken: process.env.BENCH_S3_SESSION_TOKEN ?? '',
+};
+const REGION = 'us-east-1';
+const BUCKET = 'tfstate';
+const EXPECT_CONTINUE_FROM = 2 * 1024 * 1024; // Terraform (aws-sdk-go-v2) sends it from 2 MiB
+const EMPTY_SHA256 = createHash('sha256').update('').digest('hex');
+const REQUEST_TIMEOUT_MS = 180_000;
+
+const url = new URL(baseUrl);
+const prefix = url.pathname.replace(/\/+$/, '');
+const agent = new http.Agent({ keepAlive: true, maxSockets: concurrency });
+
+// ------------------------------------------------------------------ SigV4 (header signing)
+
+const sha256Hex = (data) => createHash('sha256').update(data).digest('hex');
+const hmac = (key, data) => createHmac('sha256', key).update(data).digest();
+
+let signingKeyCache = { date: '', key: undefined };
+function signingKey(date) {
+  if (signingKeyCache.date !== date) {
+    const kDate = hmac(`AWS4${creds.secretAccessKey}`, date);
+    const kRegion = hmac(kDate, REGION);
+    const kService = hmac(kRegion, 's3');
+    signingKeyCache = { date, key: hmac(kService, 'aws4_request') };
+  }
+  return signingKeyCache.key;
+}
+
+/** SigV4 headers for a request without query string; `path` is sent exactly as given. */
+function signedHeaders(method, path, payloadHash) {
+  const amzDate = new Date()
+    .toISOString()
+    .replace(/[-:]/g, '')
+    .replace(/\.\d{3}/, ''); // YYYYMMDDTHHMMSSZ
+  const date = amzDate.slice(0, 8);
+  const scope = `${date}/${REGION}/s3/aws4_request`;
+  const host = url.host;
+  const names = 'host;x-amz-content-sha256;x-amz-date;x-amz-security-token';
+  const canonicalRequest = [
+    method,
+    path, // the raw path is the canonical URI for S3 (no double encoding, no normalisation)
+    '', // no query
+    `host:${host}\nx-amz-content-sha256:${payloadHash}\nx-amz-date:${amzDate}\nx-amz-security-token:${creds.sessionToken}\n`,
+    names,
+    payloadHash,
+  ].join('\n');
+  const stringToSign = ['AWS4-HMAC-SHA256', amzDate, scope, sha256Hex(canonicalRequest)].join('\n');
+  const signature = createHmac('sha256', signingKey(date)).update(stringToSign).digest('hex');
+  return {
+    Host: host,
+    'X-Amz-Content-Sha256': payloadHash,
+    'X-Amz-Date': amzDate,
+    'X-Amz-Security-Token': creds.sessionToken,
+    Authorization: `AWS4-HMAC-SHA256 Credential=${creds.accessKeyId}/${scope}, SignedHeaders=${names}, Signature=${signature}`,
+  };
+}
+
+// ------------------------------------------------------------------ requests
+
+/**
+ * One signed request. Resolves { status, bytes, ms, errorBody? } — never rejects: a socket error
+ * or timeout is a status of its own (`error:<code>`).
+ */
+function send(method, path, body, payloadHash) {
+  return new Promise((resolve) => {
+    const t0 = performance.now();
+    const headers = signedHeaders(method, path, payloadHash);
+    const expectContinue = body !== undefined && body.length >= EXPECT_CONTINUE_FROM;
+    if (body !== undefined) {
+      headers['Content-Type'] = 'application/json';
+      headers['Content-Length'] = String(body.length);
+      if (expectContinue) headers.Expect = '100-continue';
+    }
+    let settled = false;
+    const done = (r) => {
+      if (settled) return;
+      settled = true;
+      resolve({ ...r, ms: performance.now() - t0 });
+    };
+    let bodySent = false;
+    const req = http.request(
+      { host: url.hostname, port: url.port, method, path, agent, headers },
+      (res) => {
+        let bytes = 0;
+        const errorChunks = [];
+        let kept = 0;
+        const failed = res.statusCode < 200 || res.statusCode >= 300;
+        res.on('data', (d) => {
+          bytes += d.length;
+          if (failed && kept < 4096) {
+            errorChunks.push(d);
+            kept += d.length;
+          }
+        });
+        res.on('end', () => {
+          // Answered before we sent the body (no 100 Continue): the connection cannot be reused.
+          if (expectContinue && !bodySent) req.destroy();
+          done({
+            status: res.statusCode,
+            bytes,
+            errorBody: failed
+              ? Buffer.concat(errorChunks).toString('utf8').slice(0, 4096)
+              : undefined,
+          });
+        });
+        res.on('error', (e) => done({ status: `error:${e.code ?? e.message}`, bytes }));
+      },
+    );
+    req.setTimeout(REQUEST_TIMEOUT_MS, () => req.destroy(new Error('timeout')));
+    req.on('error', (e) => done({ status: `error:${e.code ?? e.message}`, bytes: 0 }));
+    if (body === undefined) req.end();
+    else if (expectContinue) {
+      req.on('continue', () => {
+        bodySent = true;
+        req.end(body);
+      });
+    } else {
+      bodySent = true;
+      req.end(body);
+    }
+  });
+}
+
+/**
+ * A valid v4 state of about `total` bytes shaped like a real one (many resource instances, small
+ * outputs), pretty-printed like Terraform, whose serial can be patched in place.
+ * (Copied from scripts/bench-load.mjs.)
+ */
+function stateTemplate(total) {
+  const head = '{\n  "version": 4,\n  "terraform_version": "1.11.4",\n  "serial": ';
+  const serialSlot = ' '.repeat(16);
+  const mid =
+    ',\n  "lineage": "bench-lineage",\n  "outputs": {\n    "id": {\n      "value": "bench",\n      "type": "string"\n    }\n  },\n  "resources": [\n';
+  const tail = '\n  ],\n  "check_results": null\n}\n';
+  const resources = [];
+  let used = head.length + serialSlot.length + mid.length + tail.length;
+  for (let i = 0; used < total; i++) {
+    const r = JSON.stringify(
+      {
+        mode: 'managed',
+        type: 'terraform_data',
+        name: `r${i}`,
+        provider: 'provider["terraform.io/builtin/terraform"]',
+        instances: [
+          {
+            schema_version: 0,
+            attributes: {
+              id: `00000000-0000-0000-0000-${String(i).padStart(12, '0')}`,
+              input: { value: 'x'.repeat(700), type: 'string' },
+              output: null,
+              triggers_replace: null,
+            },
+            sensitive_attributes: [],
+          },
+        ],
+      },
+      null,
+      2,
+    ).replace(/^/gm, '    ');
+    resources.push(r);
+    used += r.length + 2;
+  }
+  const buf = Buffer.from(head + serialSlot + mid + resources.join(',\n') + tail);
+  return {
+    buf,
+    setSerial(n) {
+      buf.write(String(n).padEnd(16, ' '), head.length, 'latin1');
+    },
+  };
+}
+
+// ------------------------------------------------------------------ the run
+
+let clientHashMs = 0;
+const errorSamples = [];
+function noteError(r) {
+  if (errorSamples.length < 3 && !errorSamples.some((e) => e.status === r.status)) {
+    errorSamples.push({ status: r.status, body: r.errorBody ?? '' });
+  }
+}
+
+/** PUT a template with serial `serial`, hashing it first (like Terraform over http). */
+function putState(path, template, serial) {
+  template.setSerial(serial);
+  const h0 = performance.now();
+  const hash = sha256Hex(template.buf);
+  clientHashMs += performance.now() - h0;
+  return send('PUT', path, template.buf, hash);
+}
+
+async function runWorkers(work) {
+  const deadline = Date.now() + seconds * 1000;
+  const latencies = [];
+  let ok = 0;
+  let other = 0;
+  let bytes = 0;
+  const statuses = {};
+  const started = Date.now();
+  await Promise.all(
+    Array.from({ length: concurrency }, async (_, w) => {
+      let i = 0;
+      while (Date.now() < deadline) {
+        const r = await work(w, i++);
+        latencies.push(r.ms);
+        statuses[r.status] = (statuses[r.status] ?? 0) + 1;
+        if (r.ok) {
+          ok++;
+          bytes += r.bytes;
+        } else {
+          other++;
+          noteError(r);
+        }
+      }
+    }),
+  );
+  const elapsed = (Date.now() - started) / 1000;
+  latencies.sort((a, b) => a - b);
+  const pct = (p) =>
+    latencies[Math.min(latencies.length - 1, Math.floor(latencies.length * p))] ?? 0;
+  return {
+    scenario,
+    size,
+    concurrency,
+    seconds: Number(elapsed.toFixed(2)),
+    ok,
+    other,
+    statuses,
+    perSecond: Number((ok / elapsed).toFixed(1)),
+    mbPerSecond: Number((bytes / elapsed / 1e6).toFixed(1)),
+    p50ms: Number(pct(0.5).toFixed(1)),
+    p99ms: Number(pct(0.99).toFixed(1)),
+    clientHashMs: Math.round(clientHashMs),
+    errors: errorSamples,
+  };
+}
+
+const keyPath = (kind, w) => `${prefix}/${BUCKET}/bench/${kind}-${size}-${w}/terraform.tfstate`;
+
+let result;
+if (scenario === 'put') {
+  const templates = Array.from({ length: concurrency }, () => stateTemplate(size));
+  // Serials from the clock (ms), so a later run against the same server still goes forward
+  // (the server refuses a lower or equal serial with different bytes).
+  const serialBase = Date.now();
+  result = await runWorkers(async (w, i) => {
+    const t = templates[w];
+    const r = await putState(keyPath('put', w), t, serialBase + i + 1);
+    return { ...r, ok: r.status === 200, bytes: t.buf.length };
+  });
+} else {
+  const template = stateTemplate(size);
+  const expected = template.buf.length;
+  // Seed each worker's state (untimed). Serial 1 with the same bytes is accepted again, so a
+  // second run against the same server is fine.
+  const seeded = await Promise.all(
+    Array.from({ length: concurrency }, (_, w) => putState(keyPath('get', w), template, 1)),
+  );
+  const failedSeed = seeded.find((r) => r.status !== 200);
+  if (failedSeed) {
+    agent.destroy();
+    process.stdout.write(
+      `${JSON.stringify({
+        scenario,
+        size,
+        concurrency,
+        seedFailed: true,
+        ok: 0,
+        other: 0,
+        perSecond: 0,
+        mbPerSecond: 0,
+        p50ms: 0,
+        p99ms: 0,
+        errors: [{ status: failedSeed.status, body: failedSeed.errorBody ?? '' }],
+      })}\n`,
+    );
+    process.exit(0);
+  }
+  clientHashMs = 0;
+  result = await runWorkers(async (w) => {
+    const r = await send('GET', keyPath('get', w), undefined, EMPTY_SHA256);
+    return { ...r, ok: r.status === 200 && r.bytes === expected };
+  });
+}
+agent.destroy();
+process.stdout.write(`${JSON.stringify(result)}\n`);
