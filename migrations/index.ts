@@ -1,10 +1,12 @@
 import { CoreSchema1764480000000 } from './1764480000000-core-schema';
 import { Identity1764500000000 } from './1764500000000-identity';
 import { S3Multipart1764520000000 } from './1764520000000-s3-multipart';
+import { RbacAudit1764540000000 } from './1764540000000-rbac-audit';
 
 /** Every migration, in order. Applied at start under an advisory lock and by `statehouse migrate`. */
 export const MIGRATIONS = [
   CoreSchema1764480000000,
   Identity1764500000000,
   S3Multipart1764520000000,
+  RbacAudit1764540000000,
 ];

@@ -2,6 +2,14 @@ import { ApiTokenEntity } from '../auth/entities/api-token.entity';
 import { RefreshTokenEntity } from '../auth/entities/refresh-token.entity';
 import { SigningKeyEntity } from '../auth/entities/signing-key.entity';
 import { S3UploadEntity, S3UploadPartEntity } from '../s3compat/entities/s3-upload.entity';
+import { AuditEventEntity } from '../audit/entities/audit-event.entity';
+import {
+  RbacAssignmentEntity,
+  RbacPermissionEntity,
+  RbacRoleEntity,
+  RbacRolePermissionEntity,
+  RbacRuleEntity,
+} from '../rbac/entities/rbac.entities';
 import { LockEntity } from '../locks/entities/lock.entity';
 import { StateEntity } from '../state/entities/state.entity';
 import { UnitEntity } from '../state/entities/unit.entity';
@@ -22,4 +30,10 @@ export const ENTITIES = [
   ApiTokenEntity,
   S3UploadEntity,
   S3UploadPartEntity,
+  RbacPermissionEntity,
+  RbacRuleEntity,
+  RbacRoleEntity,
+  RbacRolePermissionEntity,
+  RbacAssignmentEntity,
+  AuditEventEntity,
 ];

@@ -91,6 +91,7 @@ describe(`database (${ON_POSTGRES ? 'PostgreSQL' : 'embedded PGlite'})`, () => {
           'CoreSchema1764480000000',
           'Identity1764500000000',
           'S3Multipart1764520000000',
+          'RbacAudit1764540000000',
         ]);
         expect(await schemaDrift(sources[0])).toEqual([]);
       } finally {
