@@ -19,13 +19,22 @@ export type SecurityEventType =
   | 'state.purge'
   | 'unit.delete'
   | 'unit.undelete'
-  | 'unit.purge';
+  | 'unit.purge'
+  | 'authz.denied'
+  | 'rbac.init'
+  | 'rbac.change'
+  | 'state.read'
+  | 'state.write'
+  | 'lock.acquire'
+  | 'lock.release';
 
 export interface SecurityEvent {
   type: SecurityEventType;
   /** Who did it (principal subject), or `anonymous`. */
   actor: string;
   outcome: 'success' | 'denied' | 'failure';
+  /** The RBAC action concerned, when there is one. */
+  action?: string;
   unit?: string;
   workspace?: string;
   /** Which door the request came through. */

@@ -1,6 +1,11 @@
 import { Global, Module } from '@nestjs/common';
 import { AuthorizationService } from './authorization.service';
+import { RbacCache } from './rbac-cache';
+import { RbacRepository } from './rbac.repository';
 
 @Global()
-@Module({ providers: [AuthorizationService], exports: [AuthorizationService] })
+@Module({
+  providers: [AuthorizationService, RbacRepository, RbacCache],
+  exports: [AuthorizationService, RbacRepository, RbacCache],
+})
 export class RbacModule {}

@@ -16,6 +16,8 @@ import { REFRESH_TOKEN_PREFIX, TokenService } from '../../src/auth/tokens/token.
 import { DomainError } from '../../src/common/errors';
 import { AppConfig, loadConfig } from '../../src/config/config';
 import { AuthorizationService } from '../../src/rbac/authorization.service';
+import { RbacCache } from '../../src/rbac/rbac-cache';
+import { RbacRepository } from '../../src/rbac/rbac.repository';
 import { ON_POSTGRES, openTestDatabase, TestDatabase } from '../support/database';
 import { ADMIN, ALICE, BOB, RecordingAudit } from '../support/services';
 
@@ -47,7 +49,8 @@ async function wire(ds: DataSource, env: Record<string, string> = {}): Promise<W
   const repo = new IdentityRepository(ds);
   const audit = new RecordingAudit();
   const tokens = new TokenService(config, keys, repo, audit);
-  const apiTokens = new ApiTokenService(repo, new AuthorizationService(), audit);
+  const authz = new AuthorizationService(new RbacRepository(ds), new RbacCache(config), audit);
+  const apiTokens = new ApiTokenService(repo, authz, audit);
   return { config, keys, tokens, apiTokens, audit };
 }
 

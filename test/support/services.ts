@@ -11,6 +11,8 @@ import { AppConfig, loadConfig } from '../../src/config/config';
 import { LockRepository } from '../../src/locks/lock.repository';
 import { LocksService } from '../../src/locks/locks.service';
 import { AuthorizationService } from '../../src/rbac/authorization.service';
+import { RbacCache } from '../../src/rbac/rbac-cache';
+import { RbacRepository } from '../../src/rbac/rbac.repository';
 import { StateRepository } from '../../src/state/state.repository';
 import { StateService } from '../../src/state/state.service';
 import { BlobStore } from '../../src/storage/blob-store';
@@ -58,7 +60,7 @@ export function buildServices(
   });
   const repo = new StateRepository(ds);
   const audit = new RecordingAudit();
-  const authz = new AuthorizationService();
+  const authz = new AuthorizationService(new RbacRepository(ds), new RbacCache(config), audit);
   const states = new StateService(repo, blobs, config, authz, audit);
   const locks = new LocksService(new LockRepository(ds), states, authz, audit);
   return { config, repo, states, locks, audit, blobs };
