@@ -15,6 +15,7 @@ export type ErrorCode =
   | 'lock_not_found'
   | 'not_found'
   | 'unit_exists'
+  | 'conflict'
   | 'unit_deleted'
   | 'not_deleted'
   | 'locked'
@@ -71,6 +72,7 @@ export function httpStatusOf(code: ErrorCode): number {
     case 'not_found':
       return 404;
     case 'unit_exists':
+    case 'conflict':
     case 'unit_deleted':
     case 'not_deleted':
     case 'locked':

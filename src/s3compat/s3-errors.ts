@@ -68,6 +68,7 @@ export function s3CodeOf(code: ErrorCode): S3ErrorCode {
     case 'lock_not_held':
     case 'serial_conflict':
     case 'unit_exists':
+    case 'conflict':
     case 'unit_deleted':
     case 'not_deleted':
       return 'OperationAborted';

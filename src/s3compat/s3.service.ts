@@ -559,11 +559,7 @@ export function parseCompleteXml(xmlBody: Buffer): { partNumber: number; etag: s
     const n = /<PartNumber>\s*(\d+)\s*<\/PartNumber>/.exec(m[1]);
     const e = /<ETag>([\s\S]*?)<\/ETag>/.exec(m[1]);
     if (!n || !e) throw new S3Error('MalformedXML', 'every Part needs a PartNumber and an ETag');
-    const etag = e[1]
-      .trim()
-      .replace(/&quot;/g, '"')
-      .replace(/^"|"$/g, '')
-      .toLowerCase();
+    const etag = decodeXmlText(e[1].trim()).replace(/^"|"$/g, '').toLowerCase();
     parts.push({ partNumber: Number(n[1]), etag });
   }
   if (parts.length === 0) throw new S3Error('MalformedXML', 'the part list is empty');
@@ -576,4 +572,19 @@ export function parseCompleteXml(xmlBody: Buffer): { partNumber: number; etag: s
     }
   }
   return parts;
+}
+
+const NAMED_ENTITIES: Record<string, string> = { quot: '"', amp: '&', lt: '<', gt: '>', apos: "'" };
+
+/** XML character data with its entity and character references decoded (Go writes `&#34;`). */
+export function decodeXmlText(text: string): string {
+  return text.replace(/&(#x[0-9a-fA-F]{1,6}|#[0-9]{1,7}|[a-z]+);/g, (whole, ref: string) => {
+    if (ref.startsWith('#x')) return safeCodePoint(parseInt(ref.slice(2), 16), whole);
+    if (ref.startsWith('#')) return safeCodePoint(parseInt(ref.slice(1), 10), whole);
+    return NAMED_ENTITIES[ref] ?? whole;
+  });
+}
+
+function safeCodePoint(cp: number, fallback: string): string {
+  return cp > 0 && cp <= 0x10ffff ? String.fromCodePoint(cp) : fallback;
 }
