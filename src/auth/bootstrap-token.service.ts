@@ -113,16 +113,18 @@ export class BootstrapTokenService implements CredentialVerifier, OnModuleInit {
 
   /** Disables the generated token for good (a configured one is removed from the environment). */
   async disableGenerated(actor: string): Promise<void> {
-    await this.db.query(
-      `INSERT INTO settings (key, value) VALUES ($1, $2)
-       ON CONFLICT (key) DO UPDATE SET value = $2, updated_at = now()`,
-      [SETTING, DISABLED],
-    );
-    this.audit.record({
-      type: 'auth.bootstrap_token_disabled',
-      actor,
-      outcome: 'success',
-      details: { configured_token_still_set: this.configured !== undefined },
+    await this.db.transaction(async (m) => {
+      await m.query(
+        `INSERT INTO settings (key, value) VALUES ($1, $2)
+         ON CONFLICT (key) DO UPDATE SET value = $2, updated_at = now()`,
+        [SETTING, DISABLED],
+      );
+      await this.audit.recordIn(m, {
+        type: 'auth.bootstrap_token_disabled',
+        actor,
+        outcome: 'success',
+        details: { configured_token_still_set: this.configured !== undefined },
+      });
     });
   }
 }

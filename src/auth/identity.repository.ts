@@ -90,13 +90,14 @@ export class IdentityRepository {
   }
 
   async insertApiToken(
+    m: EntityManager,
     row: Pick<
       ApiTokenRow,
       'name' | 'token_hash' | 'subject' | 'email' | 'groups' | 'created_by' | 'expires_at'
     >,
   ): Promise<ApiTokenRow> {
     const rows = await sqlRows<ApiTokenRow>(
-      this.db.manager,
+      m,
       `INSERT INTO api_tokens (name, token_hash, subject, email, groups, created_by, expires_at)
        VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING *`,
       [
@@ -149,10 +150,9 @@ export class IdentityRepository {
     return rows[0];
   }
 
-  async revokeApiToken(id: string): Promise<void> {
-    await this.db.query(
-      'UPDATE api_tokens SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL',
-      [id],
-    );
+  async revokeApiToken(m: EntityManager, id: string): Promise<void> {
+    await m.query('UPDATE api_tokens SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL', [
+      id,
+    ]);
   }
 }

@@ -55,7 +55,10 @@ export class BackendController {
 
     if (method === 'LOCK' || (lockUrl && (method === 'POST' || method === 'PUT'))) {
       const body = await readSmallBody(req, MAX_LOCK_INFO_BYTES);
-      const held = await this.locks.acquire(addr, principal, body, { generateId: false });
+      const held = await this.locks.acquire(addr, principal, body, {
+        generateId: false,
+        door: 'http',
+      });
       res.status(200).type('application/json').send(held.infoJson);
       return;
     }
@@ -64,7 +67,7 @@ export class BackendController {
       const id = lockIdFromBody(body);
       // `terraform force-unlock` sends an empty body: it cannot prove it holds the lock.
       if (id === undefined) await this.locks.forceUnlock(addr, principal, 'http');
-      else await this.locks.release(addr, principal, id);
+      else await this.locks.release(addr, principal, id, 'http');
       res.status(200).end();
       return;
     }
@@ -72,14 +75,14 @@ export class BackendController {
       case 'GET':
       case 'HEAD': {
         if (method === 'HEAD') {
-          const v = await this.states.current(addr, principal);
+          const v = await this.states.describeForRead(addr, principal);
           res
             .status(200)
             .set({ 'Content-Type': 'application/json', 'Content-Length': String(v.size) })
             .end();
           return;
         }
-        await sendState(res, await this.states.openCurrent(addr, principal));
+        await sendState(res, await this.states.openForRead(addr, principal));
         return;
       }
       case 'POST':

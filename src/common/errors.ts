@@ -20,6 +20,7 @@ export type ErrorCode =
   | 'not_deleted'
   | 'locked'
   | 'lock_conflict'
+  | 'precondition_failed'
   | 'lock_mismatch'
   | 'lock_not_held'
   | 'serial_conflict'
@@ -82,6 +83,8 @@ export function httpStatusOf(code: ErrorCode): number {
     case 'serial_conflict':
     case 'state_encrypted':
       return 409;
+    case 'precondition_failed':
+      return 412;
     case 'too_large':
       return 413;
     case 'unavailable':

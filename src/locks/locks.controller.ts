@@ -93,7 +93,10 @@ export class LocksController {
   ): Promise<LockView> {
     const workspace = assertWorkspace(q.workspace);
     const body = await readSmallBody(req, MAX_LOCK_INFO_BYTES);
-    const held = await this.locks.acquire({ unit: name, workspace }, p, body, { generateId: true });
+    const held = await this.locks.acquire({ unit: name, workspace }, p, body, {
+      generateId: true,
+      door: 'api',
+    });
     return lockView(name, workspace, held);
   }
 

@@ -28,7 +28,7 @@ export class LocksService {
     addr: StateAddress,
     principal: Principal,
     body: Buffer,
-    options: { generateId: boolean },
+    options: { generateId: boolean; door?: Door },
   ): Promise<HeldLock> {
     assertUnitName(addr.unit);
     await this.authz.authorize(principal, 'unit.lock', addr);
@@ -38,7 +38,19 @@ export class LocksService {
       // A concurrent release can empty the row between our insert and our look; try again.
       for (let attempt = 0; attempt < 5; attempt++) {
         const won = await this.locks.tryInsert(m, stateId, id, infoJson, principal.subject);
-        if (won) return won;
+        if (won) {
+          await this.audit.recordIn(m, {
+            type: 'lock.acquire',
+            actor: principal.subject,
+            outcome: 'success',
+            action: 'unit.lock',
+            unit: addr.unit,
+            workspace: addr.workspace,
+            door: options.door,
+            details: { lock_id: id },
+          });
+          return won;
+        }
         const holder = await this.states.holderOf(m, stateId);
         if (holder === null) continue;
         if (holder.principal === principal.subject && holder.id === id) return holder;
@@ -52,13 +64,29 @@ export class LocksService {
     });
   }
 
-  async release(addr: StateAddress, principal: Principal, lockId: string): Promise<void> {
+  async release(
+    addr: StateAddress,
+    principal: Principal,
+    lockId: string,
+    door: Door = 'api',
+  ): Promise<void> {
     assertUnitName(addr.unit);
     await this.authz.authorize(principal, 'unit.lock', addr);
     await this.states.transaction(async (m) => {
       const state = await this.states.findStateRow(m, addr, true);
-      if (state && (await this.locks.deleteIfHeldBy(m, state.id, lockId, principal.subject)))
+      if (state && (await this.locks.deleteIfHeldBy(m, state.id, lockId, principal.subject))) {
+        await this.audit.recordIn(m, {
+          type: 'lock.release',
+          actor: principal.subject,
+          outcome: 'success',
+          action: 'unit.lock',
+          unit: addr.unit,
+          workspace: addr.workspace,
+          door,
+          details: { lock_id: lockId },
+        });
         return;
+      }
       const holder = state ? await this.states.holderOf(m, state.id) : null;
       if (holder === null) {
         if (state?.last_lock_id === lockId && state.last_lock_principal === principal.subject) {
@@ -98,6 +126,16 @@ export class LocksService {
       if (!state || !holder) return 'none' as const;
       if (holder.principal !== principal.subject) return 'other' as const;
       await this.locks.deleteIfHeldBy(m, state.id, holder.id, principal.subject);
+      await this.audit.recordIn(m, {
+        type: 'lock.release',
+        actor: principal.subject,
+        outcome: 'success',
+        action: 'unit.lock',
+        unit: addr.unit,
+        workspace: addr.workspace,
+        door,
+        details: { lock_id: holder.id },
+      });
       return 'released' as const;
     });
     switch (outcome) {
@@ -124,6 +162,7 @@ export class LocksService {
         type: 'lock.force_unlock',
         actor: principal.subject,
         outcome: 'denied',
+        action: 'unit.force-unlock',
         unit: addr.unit,
         workspace: addr.workspace,
         door,
@@ -132,22 +171,20 @@ export class LocksService {
     }
     const removed = await this.states.transaction(async (m) => {
       const state = await this.states.findStateRow(m, addr, true);
-      return state ? this.locks.deleteAny(m, state.id) : undefined;
-    });
-    this.audit.record({
-      type: 'lock.force_unlock',
-      actor: principal.subject,
-      outcome: 'success',
-      unit: addr.unit,
-      workspace: addr.workspace,
-      door,
-      details: removed
-        ? {
-            lock_id: removed.id,
-            holder: removed.principal,
-            held_since: removed.createdAt.toISOString(),
-          }
-        : { lock_id: null },
+      const lock = state ? await this.locks.deleteAny(m, state.id) : undefined;
+      await this.audit.recordIn(m, {
+        type: 'lock.force_unlock',
+        actor: principal.subject,
+        outcome: 'success',
+        action: 'unit.force-unlock',
+        unit: addr.unit,
+        workspace: addr.workspace,
+        door,
+        details: lock
+          ? { lock_id: lock.id, holder: lock.principal, held_since: lock.createdAt.toISOString() }
+          : { lock_id: null },
+      });
+      return lock;
     });
     return removed;
   }
@@ -179,7 +216,7 @@ export class LocksService {
     const now = Date.now();
     const out: LockView[] = [];
     for (const r of rows) {
-      if (await this.authz.can(principal, 'unit.read', { unit: r.unit, workspace: r.workspace })) {
+      if (await this.states.canSee(principal, { unit: r.unit, workspace: r.workspace })) {
         out.push(
           lockView(
             r.unit,

@@ -62,6 +62,7 @@ export function s3CodeOf(code: ErrorCode): S3ErrorCode {
     case 'not_found':
       return 'NoSuchKey';
     case 'lock_conflict':
+    case 'precondition_failed':
       return 'PreconditionFailed';
     case 'locked':
     case 'lock_mismatch':

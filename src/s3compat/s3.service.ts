@@ -229,14 +229,24 @@ export class S3Service implements OnModuleInit, OnApplicationShutdown {
       };
     }
     if (headOnly) {
-      const v = await this.states.current(addr, principal);
-      return { status: 200, headers: this.stateHeaders(v.md5, v.size, v.createdAt) };
+      const v = await this.states.describeForRead(addr, principal);
+      return (
+        conditional(req, v.md5) ?? {
+          status: 200,
+          headers: this.stateHeaders(v.md5, v.size, v.createdAt),
+        }
+      );
     }
     const rangeHeader = header(req, 'range');
-    const opened = await this.states.openCurrent(addr, principal, (size) =>
+    const opened = await this.states.openForRead(addr, principal, (size) =>
       parseRange(rangeHeader, size),
     );
     const v = opened.version;
+    const refused = conditional(req, v.md5);
+    if (refused) {
+      opened.body.destroy();
+      return refused;
+    }
     const headers = this.stateHeaders(v.md5, v.size, v.createdAt);
     if (opened.range) {
       headers['Content-Length'] = String(opened.range.end - opened.range.start + 1);
@@ -271,18 +281,35 @@ export class S3Service implements OnModuleInit, OnApplicationShutdown {
       // Terraform sends If-None-Match: * — a lock is only ever created, never overwritten, and
       // the locks module's insert-if-absent is what decides (412 when someone holds it).
       const info = await readAllLimited(body.stream, MAX_LOCK_INFO_BYTES, 'the lock object');
-      await this.locks.acquire(addr, principal, info, { generateId: false });
+      await this.locks.acquire(addr, principal, info, { generateId: false, door: 's3' });
       return {
         status: 200,
         headers: { ETag: quoted(createHash('md5').update(info).digest('hex')), ...sse(req) },
       };
     }
+    const ifNoneMatch = header(req, 'if-none-match');
+    const ifMatch = header(req, 'if-match');
     const result = await this.states.write({
       ...addr,
       principal,
       door: 's3',
       body: body.stream,
       contentLength: body.declaredLength,
+      // Conditional writes, decided inside the write's transaction (no check-then-write).
+      precondition: (current) => {
+        if (ifNoneMatch?.trim() === '*' && current !== null) {
+          throw new DomainError(
+            'precondition_failed',
+            'At least one of the pre-conditions you specified did not hold (the object exists)',
+          );
+        }
+        if (ifMatch !== undefined && !etagMatches(ifMatch, current?.md5)) {
+          throw new DomainError(
+            'precondition_failed',
+            'At least one of the pre-conditions you specified did not hold (If-Match)',
+          );
+        }
+      },
     });
     return { status: 200, headers: { ETag: quoted(result.version.md5), ...sse(req) } };
   }
@@ -431,7 +458,7 @@ export class S3Service implements OnModuleInit, OnApplicationShutdown {
         for await (const chunk of await blobs.get(part.blob_key)) yield chunk as Buffer;
     }
     // Only now does the upload become a version: one ordinary state write, streamed part by part.
-    await this.states.write({
+    const written = await this.states.write({
       unit: upload.unit,
       workspace: upload.workspace,
       principal,
@@ -440,9 +467,8 @@ export class S3Service implements OnModuleInit, OnApplicationShutdown {
       contentLength: total,
     });
     await this.deleteBlobs((await this.uploads.remove(upload.upload_id)) ?? []);
-    const etag = `"${createHash('md5')
-      .update(Buffer.concat(chosen.map((p) => Buffer.from(p.md5, 'hex'))))
-      .digest('hex')}-${chosen.length}"`;
+    // The ETag every later HEAD, GET and listing will show: the MD5 of the stored state.
+    const etag = quoted(written.version.md5);
     return xml(
       200,
       `<CompleteMultipartUploadResult xmlns="${S3_NS}">${el('Location', `/s3/${bucket}/${key}`)}${el('Bucket', bucket)}${el('Key', key)}${el('ETag', etag)}</CompleteMultipartUploadResult>`,
@@ -587,4 +613,29 @@ export function decodeXmlText(text: string): string {
 
 function safeCodePoint(cp: number, fallback: string): string {
   return cp > 0 && cp <= 0x10ffff ? String.fromCodePoint(cp) : fallback;
+}
+
+/** Whether an If-Match / If-None-Match list names this ETag (or `*` and the object exists). */
+function etagMatches(list: string, md5: string | undefined): boolean {
+  if (md5 === undefined) return false;
+  return list.split(',').some((t) => {
+    const tag = t.trim().replace(/^W\//, '');
+    return tag === '*' || tag.replace(/^"|"$/g, '').toLowerCase() === md5;
+  });
+}
+
+/** S3's conditional GET/HEAD: 412 when If-Match fails, 304 when If-None-Match matches. */
+function conditional(req: Request, md5: string): S3Reply | undefined {
+  const ifMatch = header(req, 'if-match');
+  if (ifMatch !== undefined && !etagMatches(ifMatch, md5)) {
+    throw new S3Error(
+      'PreconditionFailed',
+      'At least one of the pre-conditions you specified did not hold',
+    );
+  }
+  const ifNoneMatch = header(req, 'if-none-match');
+  if (ifNoneMatch !== undefined && etagMatches(ifNoneMatch, md5)) {
+    return { status: 304, headers: { ETag: quoted(md5) } };
+  }
+  return undefined;
 }

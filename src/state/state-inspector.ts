@@ -615,6 +615,11 @@ export class StateInspector {
           if (c !== lit[this.litPos]) throw this.unexpected(c, i);
           i++;
           if (++this.litPos === lit.length) {
+            if (depth === 0) {
+              throw new InvalidStateError(
+                `state must be a JSON object (got ${lit === LIT_NULL ? 'null' : 'a boolean'})`,
+              );
+            }
             state = ST_AFTER;
             if (depth === 1) this.topValueEnd(buf, i);
           }
@@ -638,6 +643,15 @@ export class StateInspector {
             );
           }
           const kind = VALUE_KIND[c];
+          // A literal's first letter does not make it a literal ("not json" starts like null):
+          // read it to its end first, so the message says what is really wrong.
+          if (kind === V_BOOLEAN || kind === V_NULL) {
+            this.lit = c === 0x74 ? LIT_TRUE : c === 0x66 ? LIT_FALSE : LIT_NULL;
+            this.litPos = 1;
+            i++;
+            state = ST_LIT;
+            break;
+          }
           if (kind !== V_INVALID) {
             throw new InvalidStateError(`state must be a JSON object (got ${VALUE_NAMES[kind]})`);
           }

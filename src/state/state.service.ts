@@ -1,8 +1,8 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { EntityManager } from 'typeorm';
-import { AuditService } from '../audit/audit.service';
+import { AuditService, SecurityEventInput } from '../audit/audit.service';
 import { Principal } from '../auth/principal';
 import { APP_CONFIG, AppConfig } from '../config/config';
 import { DomainError, HeldLock } from '../common/errors';
@@ -44,6 +44,11 @@ export interface WriteRequest extends StateAddress {
   contentLength?: number;
   /** `Content-MD5` (base64) to verify. */
   contentMd5?: string;
+  /**
+   * A condition on the current version, checked inside the write's transaction (S3's
+   * `If-None-Match: *` / `If-Match`); throw to refuse.
+   */
+  precondition?: (current: { md5: string } | null) => void;
   /** Extra checks on the finished body (the S3 door's checksums); throw to refuse. */
   verify?: (digest: { sha256: string; md5: string; size: number }) => void;
 }
@@ -125,7 +130,7 @@ export class StateService {
       const rows = await this.repo.listUnits(prefix, last, limit + 1);
       for (const row of rows.slice(0, limit)) {
         last = row.name;
-        if (await this.authz.can(principal, 'unit.read', { unit: row.name })) {
+        if (await this.canSee(principal, { unit: row.name })) {
           items.push(unitView(row));
           if (items.length === limit) break;
         }
@@ -152,62 +157,68 @@ export class StateService {
   async deleteUnit(name: string, principal: Principal, door: Door): Promise<void> {
     assertUnitName(name);
     await this.authz.authorize(principal, 'unit.delete', { unit: name });
-    await this.repo.transaction(async (m) => {
-      const unit = await this.repo.lockUnit(m, name);
-      if (!unit || unit.deleted_at) throw unitNotFound(name);
-      const holder = await this.repo.anyHolderInUnit(m, unit.id);
-      if (holder) {
-        throw new DomainError(
-          'locked',
-          `unit ${name} cannot be deleted while workspace ${holder.workspace} is locked by ${holder.principal}`,
-          holder,
-        );
-      }
-      await this.repo.softDeleteUnit(m, unit.id, principal.subject);
-    });
-    this.audit.record({
-      type: 'unit.delete',
-      actor: principal.subject,
-      outcome: 'success',
-      unit: name,
-      door,
-    });
+    await this.audited(
+      {
+        type: 'unit.delete',
+        actor: principal.subject,
+        outcome: 'success',
+        action: 'unit.delete',
+        unit: name,
+        door,
+      },
+      async (m) => {
+        const unit = await this.repo.lockUnit(m, name);
+        if (!unit || unit.deleted_at) throw unitNotFound(name);
+        const holder = await this.repo.anyHolderInUnit(m, unit.id);
+        if (holder) {
+          throw new DomainError(
+            'locked',
+            `unit ${name} cannot be deleted while workspace ${holder.workspace} is locked by ${holder.principal}`,
+            holder,
+          );
+        }
+        await this.repo.softDeleteUnit(m, unit.id, principal.subject);
+      },
+    );
   }
 
   /** Undeletes a unit (with the workspaces its delete took), or one workspace's state. */
   async undelete(name: string, workspace: string | undefined, principal: Principal): Promise<void> {
     assertUnitName(name);
     await this.authz.authorize(principal, 'unit.delete', { unit: name, workspace });
-    await this.repo.transaction(async (m) => {
-      const unit = await this.repo.lockUnit(m, name);
-      if (!unit) throw unitNotFound(name);
-      if (workspace === undefined) {
-        if (!unit.deleted_at) throw new DomainError('not_deleted', `unit ${name} is not deleted`);
-        await this.repo.undeleteUnit(m, unit.id);
-        return;
-      }
-      if (unit.deleted_at) {
-        throw new DomainError('unit_deleted', `unit ${name} is deleted; undelete the unit first`);
-      }
-      const state = await this.repo.findState(m, unit.id, workspace);
-      if (!state) throw stateNotFound(name, workspace);
-      await this.repo.lockStateRow(m, state.id);
-      if (!state.deleted_at || !state.current_version_id) {
-        throw new DomainError(
-          'not_deleted',
-          `the state of ${name} (workspace ${workspace}) is not deleted`,
-        );
-      }
-      await this.repo.undeleteState(m, state.id);
-    });
-    this.audit.record({
-      type: workspace === undefined ? 'unit.undelete' : 'state.undelete',
-      actor: principal.subject,
-      outcome: 'success',
-      unit: name,
-      workspace,
-      door: 'api',
-    });
+    await this.audited(
+      {
+        type: workspace === undefined ? 'unit.undelete' : 'state.undelete',
+        actor: principal.subject,
+        outcome: 'success',
+        action: 'unit.delete',
+        unit: name,
+        workspace,
+        door: 'api',
+      },
+      async (m) => {
+        const unit = await this.repo.lockUnit(m, name);
+        if (!unit) throw unitNotFound(name);
+        if (workspace === undefined) {
+          if (!unit.deleted_at) throw new DomainError('not_deleted', `unit ${name} is not deleted`);
+          await this.repo.undeleteUnit(m, unit.id);
+          return;
+        }
+        if (unit.deleted_at) {
+          throw new DomainError('unit_deleted', `unit ${name} is deleted; undelete the unit first`);
+        }
+        const state = await this.repo.findState(m, unit.id, workspace);
+        if (!state) throw stateNotFound(name, workspace);
+        await this.repo.lockStateRow(m, state.id);
+        if (!state.deleted_at || !state.current_version_id) {
+          throw new DomainError(
+            'not_deleted',
+            `the state of ${name} (workspace ${workspace}) is not deleted`,
+          );
+        }
+        await this.repo.undeleteState(m, state.id);
+      },
+    );
   }
 
   /**
@@ -217,39 +228,48 @@ export class StateService {
   async purge(name: string, workspace: string | undefined, principal: Principal): Promise<void> {
     assertUnitName(name);
     await this.authz.authorize(principal, 'unit.purge', { unit: name, workspace });
-    const keys = await this.repo.transaction(async (m) => {
-      const unit = await this.repo.lockUnit(m, name);
-      if (!unit) throw unitNotFound(name);
-      if (workspace === undefined) {
-        if (!unit.deleted_at) {
-          throw new DomainError('not_deleted', `unit ${name} must be deleted before it is purged`);
+    const keys = await this.audited(
+      (blobs: string[]) => ({
+        type: workspace === undefined ? ('unit.purge' as const) : ('state.purge' as const),
+        actor: principal.subject,
+        outcome: 'success' as const,
+        action: 'unit.purge',
+        unit: name,
+        workspace,
+        door: 'api' as const,
+        details: { blobs: blobs.length },
+      }),
+      async (m) => {
+        const unit = await this.repo.lockUnit(m, name);
+        if (!unit) throw unitNotFound(name);
+        if (workspace === undefined) {
+          if (!unit.deleted_at) {
+            throw new DomainError(
+              'not_deleted',
+              `unit ${name} must be deleted before it is purged`,
+            );
+          }
+          return this.repo.purgeUnit(m, unit.id);
         }
-        return this.repo.purgeUnit(m, unit.id);
-      }
-      const state = await this.repo.findState(m, unit.id, workspace);
-      if (!state) throw stateNotFound(name, workspace);
-      await this.repo.lockStateRow(m, state.id);
-      if (!state.deleted_at) {
-        throw new DomainError(
-          'not_deleted',
-          `the state of ${name} (workspace ${workspace}) must be deleted before it is purged`,
-        );
-      }
-      if ((await this.repo.holderOf(m, state.id)) !== null) {
-        throw new DomainError('locked', `the state of ${name} (workspace ${workspace}) is locked`);
-      }
-      return this.repo.purgeState(m, state.id);
-    });
+        const state = await this.repo.findState(m, unit.id, workspace);
+        if (!state) throw stateNotFound(name, workspace);
+        await this.repo.lockStateRow(m, state.id);
+        if (!state.deleted_at) {
+          throw new DomainError(
+            'not_deleted',
+            `the state of ${name} (workspace ${workspace}) must be deleted before it is purged`,
+          );
+        }
+        if ((await this.repo.holderOf(m, state.id)) !== null) {
+          throw new DomainError(
+            'locked',
+            `the state of ${name} (workspace ${workspace}) is locked`,
+          );
+        }
+        return this.repo.purgeState(m, state.id);
+      },
+    );
     await this.deleteBlobs(keys);
-    this.audit.record({
-      type: workspace === undefined ? 'unit.purge' : 'state.purge',
-      actor: principal.subject,
-      outcome: 'success',
-      unit: name,
-      workspace,
-      door: 'api',
-      details: { blobs: keys.length },
-    });
   }
 
   // ---------------------------------------------------------------- state
@@ -316,6 +336,7 @@ export class StateService {
     );
 
     const current = await this.currentOf(m, state);
+    req.precondition?.(current);
     const encrypted = inspected.kind === 'encrypted';
     const serial = inspected.kind === 'terraform' ? inspected.serial : null;
     const lineage = inspected.kind === 'terraform' ? inspected.lineage : null;
@@ -356,6 +377,20 @@ export class StateService {
       this.config.maxVersions > 0
         ? await this.repo.pruneVersions(m, state.id, version.version, this.config.maxVersions)
         : [];
+    await this.audit.recordIn(m, {
+      type: 'state.write',
+      actor: req.principal.subject,
+      outcome: 'success',
+      action: 'unit.write',
+      unit: req.unit,
+      workspace: req.workspace,
+      door: req.door,
+      details: {
+        version: version.version,
+        serial: serial,
+        lineage_changed: decision.lineageChanged,
+      },
+    });
     return { created: true, version, pruned };
   }
 
@@ -391,11 +426,9 @@ export class StateService {
       if (!version) throw stateNotFound(addr.unit, addr.workspace);
       const bytes = range?.(Number(version.size));
       try {
-        return {
-          version: versionView(version),
-          body: await this.blobs.get(version.blob_key, bytes),
-          range: bytes,
-        };
+        const body = await this.blobs.get(version.blob_key, bytes);
+        this.recordRead(principal, addr, version.version, false);
+        return { version: versionView(version), body, range: bytes };
       } catch (e) {
         // A write may have replaced (and retention pruned) the version we just read: look again.
         if (e instanceof BlobNotFoundError && attempt === 0) continue;
@@ -413,30 +446,34 @@ export class StateService {
     assertUnitName(addr.unit);
     await this.authz.authorize(principal, 'unit.read', addr);
     await this.authz.authorize(principal, 'unit.write', addr);
-    await this.repo.transaction(async (m) => {
-      const unit = await this.liveUnit(m, addr.unit);
-      const found = await this.repo.findState(m, unit.id, addr.workspace);
-      if (!found) throw stateNotFound(addr.unit, addr.workspace);
-      const state = await this.repo.lockStateRow(m, found.id);
-      const holder = await this.repo.holderOf(m, state.id);
-      assertNotLockedByOther(holder, principal.subject, lockId);
-      if (state.deleted_at || !state.current_version_id)
-        throw stateNotFound(addr.unit, addr.workspace);
-      await this.repo.softDeleteState(m, state.id);
-    });
-    this.audit.record({
-      type: 'state.delete',
-      actor: principal.subject,
-      outcome: 'success',
-      unit: addr.unit,
-      workspace: addr.workspace,
-      door,
-    });
+    await this.audited(
+      {
+        type: 'state.delete',
+        actor: principal.subject,
+        outcome: 'success',
+        action: 'unit.write',
+        unit: addr.unit,
+        workspace: addr.workspace,
+        door,
+      },
+      async (m) => {
+        const unit = await this.liveUnit(m, addr.unit);
+        const found = await this.repo.findState(m, unit.id, addr.workspace);
+        if (!found) throw stateNotFound(addr.unit, addr.workspace);
+        const state = await this.repo.lockStateRow(m, found.id);
+        const holder = await this.repo.holderOf(m, state.id);
+        assertNotLockedByOther(holder, principal.subject, lockId);
+        if (state.deleted_at || !state.current_version_id)
+          throw stateNotFound(addr.unit, addr.workspace);
+        await this.repo.softDeleteState(m, state.id);
+      },
+    );
   }
 
   async outputs(addr: StateAddress, principal: Principal): Promise<OutputsView> {
     assertUnitName(addr.unit);
-    await this.authz.authorize(principal, 'unit.read', addr);
+    await this.authz.authorize(principal, 'outputs.read', addr);
+    const sensitive = await this.authz.can(principal, 'outputs.read-sensitive', addr);
     const { version } = await this.repo.findCurrent(this.repo.manager, addr.unit, addr.workspace);
     if (!version) throw stateNotFound(addr.unit, addr.workspace);
     if (version.encrypted) {
@@ -448,8 +485,119 @@ export class StateService {
     return {
       version: version.version,
       serial: version.serial === null ? null : Number(version.serial),
-      outputs: version.outputs ?? {},
+      outputs: visibleOutputs(version.outputs, sensitive),
     };
+  }
+
+  /**
+   * What a door serves to a reader: the state itself with `unit.read`; with only `outputs.read`,
+   * a state made of the current version's outputs (no resources; sensitive outputs only with
+   * `outputs.read-sensitive`), so `terraform_remote_state` consumers keep working while the
+   * rest stays private. The view's size and hashes describe exactly the bytes served.
+   */
+  async openForRead(
+    addr: StateAddress,
+    principal: Principal,
+    range?: (size: number) => ByteRange | undefined,
+  ): Promise<OpenedState & { range?: ByteRange; synthesized: boolean }> {
+    const mode = await this.readMode(addr, principal);
+    if (mode === 'full')
+      return { ...(await this.openCurrent(addr, principal, range)), synthesized: false };
+    const { view, bytes } = await this.synthesized(addr, mode === 'outputs-sensitive');
+    const bounds = range?.(bytes.length);
+    this.recordRead(principal, addr, view.version, true);
+    return {
+      version: view,
+      body: Readable.from([bounds ? bytes.subarray(bounds.start, bounds.end + 1) : bytes]),
+      range: bounds,
+      synthesized: true,
+    };
+  }
+
+  /** HEAD: the size and hashes of exactly what `openForRead` would serve. */
+  async describeForRead(addr: StateAddress, principal: Principal): Promise<VersionView> {
+    const mode = await this.readMode(addr, principal);
+    if (mode === 'full') return this.current(addr, principal);
+    return (await this.synthesized(addr, mode === 'outputs-sensitive')).view;
+  }
+
+  /** May the caller see that this state exists (listings)? `unit.read` or `outputs.read`. */
+  async canSee(principal: Principal, addr: { unit: string; workspace?: string }): Promise<boolean> {
+    return (
+      (await this.authz.can(principal, 'unit.read', addr)) ||
+      (await this.authz.can(principal, 'outputs.read', addr))
+    );
+  }
+
+  private async readMode(
+    addr: StateAddress,
+    principal: Principal,
+  ): Promise<'full' | 'outputs' | 'outputs-sensitive'> {
+    assertUnitName(addr.unit);
+    if (await this.authz.can(principal, 'unit.read', addr)) return 'full';
+    if (await this.authz.can(principal, 'outputs.read', addr)) {
+      return (await this.authz.can(principal, 'outputs.read-sensitive', addr))
+        ? 'outputs-sensitive'
+        : 'outputs';
+    }
+    await this.authz.authorize(principal, 'unit.read', addr); // throws: the 403 names unit.read
+    throw new DomainError('forbidden', `${principal.subject} may not unit.read on ${addr.unit}`);
+  }
+
+  private async synthesized(
+    addr: StateAddress,
+    sensitive: boolean,
+  ): Promise<{ view: VersionView; bytes: Buffer }> {
+    const { version } = await this.repo.findCurrent(this.repo.manager, addr.unit, addr.workspace);
+    if (!version) throw stateNotFound(addr.unit, addr.workspace);
+    if (version.encrypted) {
+      throw new DomainError(
+        'forbidden',
+        'this state is client-side encrypted: its outputs cannot be served to an outputs-only reader',
+      );
+    }
+    const bytes = Buffer.from(
+      JSON.stringify(
+        {
+          version: 4,
+          terraform_version: version.terraform_version ?? '1.0.0',
+          serial: Number(version.serial),
+          lineage: version.lineage,
+          outputs: visibleOutputs(version.outputs, sensitive),
+          resources: [],
+          check_results: null,
+        },
+        null,
+        2,
+      ) + '\n',
+    );
+    return {
+      bytes,
+      view: {
+        ...versionView(version),
+        size: bytes.length,
+        md5: createHash('md5').update(bytes).digest('hex'),
+        sha256: createHash('sha256').update(bytes).digest('hex'),
+      },
+    };
+  }
+
+  /** State reads are audited off the request path (batched). */
+  private recordRead(
+    principal: Principal,
+    addr: StateAddress,
+    version: number,
+    synthesized: boolean,
+  ): void {
+    this.audit.record({
+      type: 'state.read',
+      actor: principal.subject,
+      outcome: 'success',
+      action: synthesized ? 'outputs.read' : 'unit.read',
+      unit: addr.unit,
+      workspace: addr.workspace,
+      details: { version, synthesized },
+    });
   }
 
   /** Live states with a current version that the caller may read (S3 listings). */
@@ -458,9 +606,7 @@ export class StateService {
   ): Promise<{ unit: string; workspace: string; size: number; md5: string; modified: Date }[]> {
     const out = [];
     for (const row of await this.repo.listLiveStates()) {
-      if (
-        await this.authz.can(principal, 'unit.read', { unit: row.unit, workspace: row.workspace })
-      ) {
+      if (await this.canSee(principal, { unit: row.unit, workspace: row.workspace })) {
         out.push({
           unit: row.unit,
           workspace: row.workspace,
@@ -524,47 +670,65 @@ export class StateService {
   ): Promise<WriteResultView> {
     assertUnitName(addr.unit);
     await this.authz.authorize(principal, 'version.restore', addr);
-    const result = await this.repo.transaction(async (m) => {
-      const unit = await this.repo.findUnit(m, addr.unit);
-      if (!unit) throw unitNotFound(addr.unit);
-      if (unit.deleted_at) {
-        throw new DomainError('unit_deleted', `unit ${addr.unit} is deleted; undelete it first`);
-      }
-      const found = await this.repo.findState(m, unit.id, addr.workspace);
-      if (!found) throw stateNotFound(addr.unit, addr.workspace);
-      const state = await this.repo.lockStateRow(m, found.id);
-      const holder = await this.repo.holderOf(m, state.id);
-      assertNotLockedByOther(holder, principal.subject, lockId);
-      const source = await this.repo.findVersion(m, state.id, n);
-      if (!source) throw versionNotFound(addr, n);
-      const current = await this.currentOf(m, state);
-      if (current && current.sha256 === source.sha256) {
-        return { created: false, version: current, pruned: [] as string[] };
-      }
-      const version = await this.repo.insertVersion(m, state, {
-        ...source,
-        created_by: principal.subject,
-        door: 'api',
-        restored_from: source.version,
-      });
-      await this.repo.setCurrent(m, state.id, version.id);
-      const pruned =
-        this.config.maxVersions > 0
-          ? await this.repo.pruneVersions(m, state.id, version.version, this.config.maxVersions)
-          : [];
-      return { created: true, version, pruned };
-    });
+    const result = await this.audited(
+      (r: { created: boolean; version: VersionRow }) => ({
+        type: 'state.restore' as const,
+        actor: principal.subject,
+        outcome: 'success' as const,
+        action: 'version.restore',
+        unit: addr.unit,
+        workspace: addr.workspace,
+        door: 'api' as const,
+        details: { from_version: n, new_version: r.version.version, created: r.created },
+      }),
+      async (m) => {
+        const unit = await this.repo.findUnit(m, addr.unit);
+        if (!unit) throw unitNotFound(addr.unit);
+        if (unit.deleted_at) {
+          throw new DomainError('unit_deleted', `unit ${addr.unit} is deleted; undelete it first`);
+        }
+        const found = await this.repo.findState(m, unit.id, addr.workspace);
+        if (!found) throw stateNotFound(addr.unit, addr.workspace);
+        const state = await this.repo.lockStateRow(m, found.id);
+        const holder = await this.repo.holderOf(m, state.id);
+        assertNotLockedByOther(holder, principal.subject, lockId);
+        const source = await this.repo.findVersion(m, state.id, n);
+        if (!source) throw versionNotFound(addr, n);
+        const current = await this.currentOf(m, state);
+        if (current && current.sha256 === source.sha256) {
+          return { created: false, version: current, pruned: [] as string[] };
+        }
+        const version = await this.repo.insertVersion(m, state, {
+          ...source,
+          created_by: principal.subject,
+          door: 'api',
+          restored_from: source.version,
+        });
+        await this.repo.setCurrent(m, state.id, version.id);
+        const pruned =
+          this.config.maxVersions > 0
+            ? await this.repo.pruneVersions(m, state.id, version.version, this.config.maxVersions)
+            : [];
+        return { created: true, version, pruned };
+      },
+    );
     await this.deleteBlobs(result.pruned);
-    this.audit.record({
-      type: 'state.restore',
-      actor: principal.subject,
-      outcome: 'success',
-      unit: addr.unit,
-      workspace: addr.workspace,
-      door: 'api',
-      details: { from_version: n, new_version: result.version.version, created: result.created },
-    });
     return { created: result.created, version: versionView(result.version) };
+  }
+
+  /**
+   * A change and its audit record in one transaction: both commit, or neither. `event` may be
+   * computed from the change's result.
+   */
+  private audited<T>(
+    event: SecurityEventInput | ((result: T) => SecurityEventInput),
+    work: (m: EntityManager) => Promise<T>,
+  ): Promise<T> {
+    return this.repo.transaction(async (m) => {
+      const result = await work(m);
+      await this.audit.recordIn(m, typeof event === 'function' ? event(result) : event);
+      return result;
+    });
   }
 
   // ---------------------------------------------------------------- for the locks module
@@ -663,4 +827,17 @@ function versionNotFound(addr: StateAddress, n: number): DomainError {
     'version_not_found',
     `${addr.unit} (workspace ${addr.workspace}) has no version ${n}`,
   );
+}
+
+/** The outputs a reader may see: sensitive ones only with `outputs.read-sensitive`. */
+function visibleOutputs(
+  outputs: Record<string, unknown> | null,
+  sensitive: boolean,
+): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [name, value] of Object.entries(outputs ?? {})) {
+    if (!sensitive && (value as { sensitive?: unknown } | null)?.sensitive === true) continue;
+    out[name] = value;
+  }
+  return out;
 }

@@ -27,6 +27,15 @@ export class RecordingAudit extends AuditService {
     this.events.push(e);
     return e;
   }
+
+  override async recordIn(
+    m: Parameters<AuditService['recordIn']>[0],
+    input: Parameters<AuditService['recordIn']>[1],
+  ): Promise<SecurityEvent> {
+    const e = await super.recordIn(m, input);
+    this.events.push(e);
+    return e;
+  }
 }
 
 export const ADMIN: Principal = {

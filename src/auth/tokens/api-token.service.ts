@@ -73,20 +73,24 @@ export class ApiTokenService implements CredentialVerifier {
     }
     const token = API_TOKEN_PREFIX + randomBytes(32).toString('base64url');
     const acting = subject === principal.subject;
-    const row = await this.repo.insertApiToken({
-      name: request.name,
-      token_hash: sha256Hex(token),
-      subject,
-      email: acting ? (principal.email ?? null) : null,
-      groups: acting ? (principal.groups ?? []) : [],
-      created_by: principal.subject,
-      expires_at: request.expiresAt ?? null,
-    });
-    this.audit.record({
-      type: 'auth.api_token_created',
-      actor: principal.subject,
-      outcome: 'success',
-      details: { token_id: row.id, subject, name: request.name },
+    const row = await this.repo.transaction(async (m) => {
+      const inserted = await this.repo.insertApiToken(m, {
+        name: request.name,
+        token_hash: sha256Hex(token),
+        subject,
+        email: acting ? (principal.email ?? null) : null,
+        groups: acting ? (principal.groups ?? []) : [],
+        created_by: principal.subject,
+        expires_at: request.expiresAt ?? null,
+      });
+      await this.audit.recordIn(m, {
+        type: 'auth.api_token_created',
+        actor: principal.subject,
+        outcome: 'success',
+        action: subject === principal.subject ? undefined : 'token.manage',
+        details: { token_id: inserted.id, subject, name: request.name },
+      });
+      return inserted;
     });
     return { ...info(row), token };
   }
@@ -103,12 +107,14 @@ export class ApiTokenService implements CredentialVerifier {
     if (!row || (!mine && !(await this.authz.can(principal, 'token.manage', { unit: '*' })))) {
       throw new DomainError('not_found', `API token ${id} does not exist`);
     }
-    await this.repo.revokeApiToken(row.id);
-    this.audit.record({
-      type: 'auth.api_token_revoked',
-      actor: principal.subject,
-      outcome: 'success',
-      details: { token_id: row.id, subject: row.subject },
+    await this.repo.transaction(async (m) => {
+      await this.repo.revokeApiToken(m, row.id);
+      await this.audit.recordIn(m, {
+        type: 'auth.api_token_revoked',
+        actor: principal.subject,
+        outcome: 'success',
+        details: { token_id: row.id, subject: row.subject },
+      });
     });
   }
 
