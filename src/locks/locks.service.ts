@@ -32,6 +32,7 @@ export class LocksService {
   ): Promise<HeldLock> {
     assertUnitName(addr.unit);
     await this.authz.authorize(principal, 'unit.lock', addr);
+    await this.states.assertMayCreateOnUse(principal, addr.unit);
     const { id, infoJson } = parseLockInfo(body, options.generateId);
     return this.states.transaction(async (m) => {
       const stateId = await this.states.ensureStateForLock(m, addr, principal);

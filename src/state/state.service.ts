@@ -287,6 +287,7 @@ export class StateService {
     // Writing needs read access too: a writer that only saw a synthesized state must not write.
     await this.authz.authorize(req.principal, 'unit.read', resource);
     await this.authz.authorize(req.principal, 'unit.write', resource);
+    await this.assertMayCreateOnUse(req.principal, req.unit);
     if (req.contentLength !== undefined && req.contentLength > this.config.maxStateBytes) {
       req.body.resume();
       throw tooLarge(this.config.maxStateBytes);
@@ -729,6 +730,18 @@ export class StateService {
       await this.audit.recordIn(m, typeof event === 'function' ? event(result) : event);
       return result;
     });
+  }
+
+  /**
+   * A door that locks or writes a unit that does not exist (or was deleted) creates it, which
+   * needs `unit.create`. Checked before the transaction: authorization reads the database, and
+   * on the embedded database a transaction holds the only connection.
+   */
+  async assertMayCreateOnUse(principal: Principal, unit: string): Promise<void> {
+    const existing = await this.repo.findUnit(this.repo.manager, unit);
+    if (!existing || existing.deleted_at) {
+      await this.authz.authorize(principal, 'unit.create', { unit });
+    }
   }
 
   // ---------------------------------------------------------------- for the locks module
