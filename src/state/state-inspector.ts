@@ -44,8 +44,24 @@ export type InspectedState =
       serial: number;
       lineage: string;
       outputs: Record<string, StateOutput>;
+      /** `terraform_remote_state` data sources: where this state read other states from. */
+      remoteStates: RemoteStateSource[];
     }
   | { kind: 'encrypted'; encryptionVersion: string };
+
+/**
+ * A `terraform_remote_state` data source recorded in a state: the backend it read, its
+ * configuration (credentials included — a secret to the caller), and every output of the
+ * producer as it was when read.
+ */
+export interface RemoteStateSource {
+  /** The data source's name (`data.terraform_remote_state.<name>`), with its instance key. */
+  name: string;
+  backend: string;
+  config: Record<string, unknown>;
+  workspace: string | null;
+  outputs: Record<string, unknown>;
+}
 
 /** The body is not an acceptable state; the message says which rule it breaks. */
 export class InvalidStateError extends Error {
@@ -63,6 +79,11 @@ const DEFAULT_MAX_OUTPUTS_BYTES = 64 * 1024 * 1024;
 const MAX_SCALAR_BYTES = 4096;
 /** Raw bytes of all top-level key names together. */
 const MAX_TOP_KEYS_BYTES = 64 * 1024;
+/** A resource larger than this is not looked at for `terraform_remote_state` data sources. */
+const MAX_RESOURCE_BYTES = 32 * 1024 * 1024;
+/** At most this many remote-state data sources are kept. */
+const MAX_REMOTE_STATES = 1000;
+const REMOTE_STATE_MARK = Buffer.from('"terraform_remote_state"');
 
 // Parser states.
 const ST_ROOT = 0; // before the root value
@@ -167,6 +188,7 @@ const K_TERRAFORM_VERSION = 4;
 const K_OUTPUTS = 5;
 const K_ENCRYPTED_DATA = 6;
 const K_ENCRYPTION_VERSION = 7;
+const K_RESOURCES = 8;
 const KNOWN_KEYS: Record<string, number> = {
   version: K_VERSION,
   serial: K_SERIAL,
@@ -175,6 +197,7 @@ const KNOWN_KEYS: Record<string, number> = {
   outputs: K_OUTPUTS,
   encrypted_data: K_ENCRYPTED_DATA,
   encryption_version: K_ENCRYPTION_VERSION,
+  resources: K_RESOURCES,
 };
 
 // What the body turns out to be.
@@ -278,6 +301,13 @@ export class StateInspector {
   private terraformVersion: string | null = null;
   private outputs: Record<string, StateOutput> | null = null;
   private hasEncryptedData = false;
+
+  // Capture of one element of the top-level "resources" array (looking for remote states).
+  private elActive = false;
+  private elStart = 0;
+  private elParts: Buffer[] = [];
+  private elLen = 0;
+  private readonly remoteStates: RemoteStateSource[] = [];
   private encryptionVersion: string | null = null;
 
   constructor(options?: { maxOutputsBytes?: number }) {
@@ -346,6 +376,7 @@ export class StateInspector {
       serial: this.serial,
       lineage: this.lineage,
       outputs: this.outputs ?? {},
+      remoteStates: this.remoteStates,
     };
   }
 
@@ -455,6 +486,8 @@ export class StateInspector {
               state = ST_DONE;
             } else if (depth === 1) {
               this.topValueEnd(buf, i);
+            } else if (depth === 2 && this.elActive) {
+              this.elementEnd(buf, i);
             }
           } else {
             throw this.unexpected(c, i - 1);
@@ -479,6 +512,7 @@ export class StateInspector {
             } else {
               state = ST_AFTER;
               if (depth === 1) this.topValueEnd(buf, i);
+              else if (depth === 2 && this.elActive) this.elementEnd(buf, i);
             }
           } else {
             throw this.unexpected(c, i);
@@ -511,6 +545,9 @@ export class StateInspector {
           const kind = VALUE_KIND[c];
           if (kind === V_INVALID) throw this.unexpected(c, i);
           if (depth === 1) this.topValueStart(kind, i);
+          else if (depth === 2 && kind === V_OBJECT && this.curKey === K_RESOURCES) {
+            this.elementStart(i);
+          }
           i++;
           switch (kind) {
             case V_STRING:
@@ -676,6 +713,71 @@ export class StateInspector {
     this.depth = depth;
     this.strIsKey = strIsKey;
     if (this.capMode !== CAP_NONE) this.carryCapture(buf);
+    if (this.elActive) this.carryElement(buf);
+  }
+
+  // ---------------------------------------------------------------- remote-state data sources
+
+  private elementStart(i: number): void {
+    this.elActive = this.remoteStates.length < MAX_REMOTE_STATES;
+    this.elStart = i;
+    this.elParts = [];
+    this.elLen = 0;
+  }
+
+  private carryElement(buf: Buffer): void {
+    const add = buf.length - this.elStart;
+    this.elLen += add;
+    if (this.elLen > MAX_RESOURCE_BYTES) {
+      this.elActive = false; // too large to be looked at; the rest is validated as usual
+      this.elParts = [];
+      return;
+    }
+    if (add > 0) this.elParts.push(Buffer.from(buf.subarray(this.elStart)));
+    this.elStart = 0;
+  }
+
+  /**
+   * A resource ended: keep it when it is a `terraform_remote_state` data source. Resources
+   * that do not even mention the type are dropped without being parsed.
+   */
+  private elementEnd(buf: Buffer, end: number): void {
+    this.elActive = false;
+    const tail = buf.subarray(this.elStart, end);
+    if (this.elLen + tail.length > MAX_RESOURCE_BYTES) return;
+    const raw = this.elParts.length === 0 ? tail : Buffer.concat([...this.elParts, tail]);
+    this.elParts = [];
+    if (raw.indexOf(REMOTE_STATE_MARK) < 0) return;
+    let resource: unknown;
+    try {
+      resource = JSON.parse(raw.toString('utf8'));
+    } catch {
+      return; // the byte machine judges validity; this is only a lookup
+    }
+    if (
+      !isPlainObject(resource) ||
+      resource.mode !== 'data' ||
+      resource.type !== 'terraform_remote_state'
+    )
+      return;
+    const baseName = typeof resource.name === 'string' ? resource.name : '?';
+    const instances = Array.isArray(resource.instances) ? resource.instances : [];
+    for (const inst of instances) {
+      if (!isPlainObject(inst) || !isPlainObject(inst.attributes)) continue;
+      const a = inst.attributes;
+      const config = isPlainObject(a.config) && isPlainObject(a.config.value) ? a.config.value : {};
+      const outputs =
+        isPlainObject(a.outputs) && isPlainObject(a.outputs.value) ? a.outputs.value : {};
+      const key = inst.index_key;
+      this.remoteStates.push({
+        name: key === undefined ? baseName : `${baseName}[${JSON.stringify(key)}]`,
+        backend: typeof a.backend === 'string' ? a.backend : '',
+        config,
+        workspace: typeof a.workspace === 'string' ? a.workspace : null,
+        outputs,
+      });
+      if (this.remoteStates.length >= MAX_REMOTE_STATES) return;
+    }
   }
 
   private syntax(detail: string): InvalidStateError {

@@ -13,6 +13,7 @@ import * as path from 'node:path';
 import fc from 'fast-check';
 import {
   InspectedState,
+  RemoteStateSource,
   InvalidStateError,
   MAX_NESTING_DEPTH,
   StateInspector,
@@ -87,6 +88,29 @@ function outcome(body: Buffer | string, sizes?: number[]): Outcome {
 const tf = (members = ''): string =>
   `{"version":4,"terraform_version":"1.11.4","serial":3,"lineage":"lin-1"${members ? ',' + members : ''}}`;
 
+/** The remote-state data sources of a parsed state, as the inspector must report them. */
+function expectedRemoteStates(doc: Record<string, unknown>): RemoteStateSource[] {
+  const out: RemoteStateSource[] = [];
+  const obj = (v: unknown): v is Record<string, unknown> =>
+    typeof v === 'object' && v !== null && !Array.isArray(v);
+  for (const r of Array.isArray(doc.resources) ? (doc.resources as unknown[]) : []) {
+    if (!obj(r) || r.mode !== 'data' || r.type !== 'terraform_remote_state') continue;
+    for (const inst of Array.isArray(r.instances) ? (r.instances as unknown[]) : []) {
+      if (!obj(inst) || !obj(inst.attributes)) continue;
+      const a = inst.attributes;
+      const name = typeof r.name === 'string' ? r.name : '?';
+      out.push({
+        name: inst.index_key === undefined ? name : `${name}[${JSON.stringify(inst.index_key)}]`,
+        backend: typeof a.backend === 'string' ? a.backend : '',
+        config: obj(a.config) && obj(a.config.value) ? a.config.value : {},
+        workspace: typeof a.workspace === 'string' ? a.workspace : null,
+        outputs: obj(a.outputs) && obj(a.outputs.value) ? a.outputs.value : {},
+      });
+    }
+  }
+  return out;
+}
+
 /** What the inspector must report for a state JSON.parse reads as `doc`. */
 function expectedTerraform(doc: Record<string, unknown>): InspectedState {
   const outputs: Record<string, StateOutput> = {};
@@ -104,6 +128,7 @@ function expectedTerraform(doc: Record<string, unknown>): InspectedState {
     serial: doc.serial as number,
     lineage: doc.lineage as string,
     outputs,
+    remoteStates: expectedRemoteStates(doc),
   };
 }
 
@@ -132,6 +157,7 @@ describe('StateInspector', () => {
           serial: doc.serial,
           lineage: doc.lineage,
           outputs: doc.outputs,
+          remoteStates: expectedRemoteStates(doc),
         });
       },
     );
@@ -417,6 +443,7 @@ describe('StateInspector', () => {
         serial: 3,
         lineage: 'lin-1',
         outputs: {},
+        remoteStates: [],
       });
     });
 
@@ -1004,5 +1031,36 @@ describe('StateInspector', () => {
           `JSON.parse of the same body: ${parseRate.toFixed(0)} MiB/s`,
       );
     }, 120_000);
+  });
+});
+
+describe('StateInspector: terraform_remote_state data sources', () => {
+  it('finds both data sources of the consumer fixture, whatever the chunking, with config and outputs as read', () => {
+    const body = fs.readFileSync(path.join(FIXTURES, 'consumer.tfstate'));
+    for (const size of [1, 7, 64, body.length]) {
+      const inspector = new StateInspector();
+      for (let i = 0; i < body.length; i += size) inspector.write(body.subarray(i, i + size));
+      const result = inspector.end();
+      if (result.kind !== 'terraform') throw new Error('not a terraform state');
+      const byName = Object.fromEntries(result.remoteStates.map((r) => [r.name, r]));
+      expect(Object.keys(byName).sort()).toEqual(['dns', 'network']);
+      expect(byName.network.backend).toBe('s3');
+      expect(byName.network.config).toMatchObject({
+        bucket: 'tfstate',
+        key: 'platform/network/terraform.tfstate',
+      });
+      expect(byName.network.outputs).toMatchObject({ vpc_id: 'vpc-0abc' });
+      expect(byName.dns.backend).toBe('http');
+      expect(byName.dns.config).toMatchObject({
+        address: 'http://127.0.0.1:8080/v1/backend/platform/dns',
+      });
+    }
+  });
+
+  it('ignores managed resources and data sources of other types', () => {
+    const body = `{"version":4,"serial":1,"lineage":"l","resources":[{"mode":"managed","type":"terraform_remote_state","name":"x","instances":[]},{"mode":"data","type":"http","name":"y","instances":[{"attributes":{"url":"terraform_remote_state"}}]}]}`;
+    const inspector = new StateInspector();
+    inspector.write(Buffer.from(body));
+    expect(inspector.end()).toMatchObject({ remoteStates: [] });
   });
 });
