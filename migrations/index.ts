@@ -2,6 +2,7 @@ import { CoreSchema1764480000000 } from './1764480000000-core-schema';
 import { Identity1764500000000 } from './1764500000000-identity';
 import { S3Multipart1764520000000 } from './1764520000000-s3-multipart';
 import { RbacAudit1764540000000 } from './1764540000000-rbac-audit';
+import { Graph1764560000000 } from './1764560000000-graph';
 
 /** Every migration, in order. Applied at start under an advisory lock and by `statehouse migrate`. */
 export const MIGRATIONS = [
@@ -9,4 +10,5 @@ export const MIGRATIONS = [
   Identity1764500000000,
   S3Multipart1764520000000,
   RbacAudit1764540000000,
+  Graph1764560000000,
 ];

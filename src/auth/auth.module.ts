@@ -9,7 +9,6 @@ import {
 import { APP_GUARD } from '@nestjs/core';
 import { ThrottlerModule } from '@nestjs/throttler';
 import { APP_CONFIG, AppConfig } from '../config/config';
-import { SharedSecrets } from '../database/shared-secrets.service';
 import { AuthController } from './auth.controller';
 import { AuthGuard } from './auth.guard';
 import { BootstrapTokenService } from './bootstrap-token.service';
@@ -51,7 +50,6 @@ class AuthDisabledWarning implements OnModuleInit, OnApplicationShutdown {
   ],
   controllers: [AuthController, JwksController],
   providers: [
-    SharedSecrets,
     SigningKeys,
     IdentityRepository,
     BootstrapTokenService,

@@ -4,6 +4,7 @@ import { APP_CONFIG, AppConfig } from '../config/config';
 import { createDataSource, databaseTarget } from './data-source';
 import { EmbeddedPostgres } from './embedded-postgres';
 import { migrateUnderLock } from './migrator';
+import { SharedSecrets } from './shared-secrets.service';
 
 /** Owns the database connection for the life of the process. */
 @Injectable()
@@ -47,12 +48,13 @@ export class DatabaseHandle implements OnApplicationShutdown {
 @Module({
   providers: [
     DatabaseHandle,
+    SharedSecrets,
     {
       provide: DataSource,
       useFactory: (handle: DatabaseHandle) => handle.open(),
       inject: [DatabaseHandle],
     },
   ],
-  exports: [DataSource],
+  exports: [DataSource, SharedSecrets],
 })
 export class DatabaseModule {}

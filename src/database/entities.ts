@@ -10,6 +10,7 @@ import {
   RbacRolePermissionEntity,
   RbacRuleEntity,
 } from '../rbac/entities/rbac.entities';
+import { GraphEdgeEntity } from '../graph/entities/graph-edge.entity';
 import { LockEntity } from '../locks/entities/lock.entity';
 import { StateEntity } from '../state/entities/state.entity';
 import { UnitEntity } from '../state/entities/unit.entity';
@@ -36,4 +37,5 @@ export const ENTITIES = [
   RbacRolePermissionEntity,
   RbacAssignmentEntity,
   AuditEventEntity,
+  GraphEdgeEntity,
 ];

@@ -1,11 +1,13 @@
 import { Module } from '@nestjs/common';
+import { OutputDigester } from './output-digester';
 import { StateRepository } from './state.repository';
+import { StateWriteHooks } from './write-hooks';
 import { StateService } from './state.service';
 import { UnitsController } from './units.controller';
 
 @Module({
   controllers: [UnitsController],
-  providers: [StateRepository, StateService],
-  exports: [StateService],
+  providers: [StateRepository, StateService, OutputDigester, StateWriteHooks],
+  exports: [StateService, OutputDigester, StateWriteHooks],
 })
 export class StateModule {}

@@ -39,6 +39,7 @@ export interface VersionRow {
   size: string;
   blob_key: string;
   outputs: Record<string, unknown> | null;
+  output_digests: Record<string, string> | null;
   created_at: Date;
   created_by: string;
   door: string;
@@ -89,7 +90,7 @@ function isRetryable(e: unknown): boolean {
 }
 
 const VERSION_COLUMNS = `v.id, v.state_id, v.version, v.serial, v.lineage, v.terraform_version,
-  v.encrypted, v.sha256, v.md5, v.size, v.blob_key, v.outputs, v.created_at, v.created_by,
+  v.encrypted, v.sha256, v.md5, v.size, v.blob_key, v.outputs, v.output_digests, v.created_at, v.created_by,
   v.door, v.restored_from`;
 
 /**
@@ -295,8 +296,9 @@ export class StateRepository {
     const rows = await sqlRows<VersionRow>(
       m,
       `INSERT INTO versions (state_id, version, serial, lineage, terraform_version, encrypted,
-                             sha256, md5, size, blob_key, outputs, created_by, door, restored_from)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+                             sha256, md5, size, blob_key, outputs, created_by, door, restored_from,
+                             output_digests)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
        RETURNING *`,
       [
         state.id,
@@ -313,6 +315,7 @@ export class StateRepository {
         v.created_by,
         v.door,
         v.restored_from,
+        v.output_digests === null ? null : JSON.stringify(v.output_digests),
       ],
     );
     return rows[0];

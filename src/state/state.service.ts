@@ -11,7 +11,9 @@ import { feed } from '../common/streams';
 import { assertMayWrite, assertNotLockedByOther } from '../locks/lock-authority';
 import { AuthorizationService } from '../rbac/authorization.service';
 import { BLOB_STORE, BlobNotFoundError, BlobStore, ByteRange } from '../storage/blob-store';
+import { OutputDigester } from './output-digester';
 import { guardWrite } from './serial-guard';
+import { StateWriteHooks, WriteContext } from './write-hooks';
 import { StateIngest, tooLarge } from './state-ingest';
 import { InspectedState } from './state-inspector';
 import { StateRepository, StateRow, UnitRow, VersionRow } from './state.repository';
@@ -91,6 +93,8 @@ export class StateService {
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     private readonly authz: AuthorizationService,
     private readonly audit: AuditService,
+    private readonly digester: OutputDigester,
+    private readonly hooks: StateWriteHooks,
   ) {}
 
   // ---------------------------------------------------------------- units
@@ -307,9 +311,22 @@ export class StateService {
         }
       }
       req.verify?.(digest);
-      const outcome = await this.repo.transaction((m) =>
-        this.commitWrite(m, req, key, digest.inspected, digest),
-      );
+      const ctx: WriteContext = {
+        principal: req.principal,
+        unit: req.unit,
+        workspace: req.workspace,
+        inspected: digest.inspected,
+      };
+      const prepared = await Promise.all(this.hooks.all.map((h) => h.prepare(ctx)));
+      const outcome = await this.repo.transaction(async (m) => {
+        const result = await this.commitWrite(m, req, key, digest.inspected, digest);
+        if (result.created) {
+          for (const [i, h] of this.hooks.all.entries()) {
+            await h.apply(m, { ...ctx, version: result.version }, prepared[i]);
+          }
+        }
+        return result;
+      });
       if (!outcome.created) await this.deleteBlobs([key]);
       await this.deleteBlobs(outcome.pruned);
       return { created: outcome.created, version: versionView(outcome.version) };
@@ -369,6 +386,8 @@ export class StateService {
       size: String(digest.size),
       blob_key: key,
       outputs: inspected.kind === 'terraform' ? inspected.outputs : null,
+      output_digests:
+        inspected.kind === 'terraform' ? this.digester.digestOutputs(inspected.outputs) : null,
       created_by: req.principal.subject,
       door: req.door,
       restored_from: null,

@@ -15,6 +15,8 @@ import { RbacCache } from '../../src/rbac/rbac-cache';
 import { RbacRepository } from '../../src/rbac/rbac.repository';
 import { StateRepository } from '../../src/state/state.repository';
 import { StateService } from '../../src/state/state.service';
+import { OutputDigester } from '../../src/state/output-digester';
+import { StateWriteHooks } from '../../src/state/write-hooks';
 import { BlobStore } from '../../src/storage/blob-store';
 
 Logger.overrideLogger(false);
@@ -70,7 +72,16 @@ export function buildServices(
   const repo = new StateRepository(ds);
   const audit = new RecordingAudit();
   const authz = new AuthorizationService(new RbacRepository(ds), new RbacCache(config), audit);
-  const states = new StateService(repo, blobs, config, authz, audit);
+  const digester = OutputDigester.withKey(Buffer.alloc(32, 7));
+  const states = new StateService(
+    repo,
+    blobs,
+    config,
+    authz,
+    audit,
+    digester,
+    new StateWriteHooks(),
+  );
   const locks = new LocksService(new LockRepository(ds), states, authz, audit);
   return { config, repo, states, locks, audit, blobs };
 }

@@ -50,6 +50,10 @@ export class VersionEntity {
   @Column({ type: 'jsonb', nullable: true })
   outputs!: Record<string, unknown> | null;
 
+  /** Keyed digests of each output value (the dependency graph compares them, never values). */
+  @Column({ name: 'output_digests', type: 'jsonb', nullable: true })
+  outputDigests!: Record<string, string> | null;
+
   @Column({ name: 'created_at', type: 'timestamptz', default: () => 'now()' })
   createdAt!: Date;
 

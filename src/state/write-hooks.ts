@@ -1,0 +1,39 @@
+import { Injectable } from '@nestjs/common';
+import type { EntityManager } from 'typeorm';
+import type { Principal } from '../auth/principal';
+import type { InspectedState } from './state-inspector';
+import type { VersionRow } from './state.repository';
+
+export interface WriteContext {
+  principal: Principal;
+  unit: string;
+  workspace: string;
+  inspected: InspectedState;
+}
+
+/**
+ * Work that must happen with every accepted write (the dependency graph's edges): `prepare`
+ * runs before the write's transaction (it may read and authorise), `apply` inside it, after the
+ * new version became current — so the write and its consequences commit or vanish together.
+ */
+export interface StateWriteHook {
+  prepare(ctx: WriteContext): Promise<unknown>;
+  apply(
+    m: EntityManager,
+    ctx: WriteContext & { version: VersionRow },
+    prepared: unknown,
+  ): Promise<void>;
+}
+
+@Injectable()
+export class StateWriteHooks {
+  private readonly hooks: StateWriteHook[] = [];
+
+  register(hook: StateWriteHook): void {
+    this.hooks.push(hook);
+  }
+
+  get all(): readonly StateWriteHook[] {
+    return this.hooks;
+  }
+}
