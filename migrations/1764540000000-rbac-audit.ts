@@ -16,7 +16,7 @@ export class RbacAudit1764540000000 implements MigrationInterface {
     );
     await q.query(`CREATE UNIQUE INDEX "uq_rbac_permissions_name" ON "rbac_permissions"("name") `);
     await q.query(
-      `CREATE TABLE "rbac_rules" ("id" uuid NOT NULL DEFAULT gen_random_uuid(), "permission_id" uuid NOT NULL, "effect" text NOT NULL, "actions" text array NOT NULL, "resources" text array NOT NULL, "workspaces" text array, CONSTRAINT "pk_rbac_rules" PRIMARY KEY ("id"))`,
+      `CREATE TABLE "rbac_rules" ("id" uuid NOT NULL DEFAULT gen_random_uuid(), "permission_id" uuid NOT NULL, "position" integer NOT NULL DEFAULT 0, "effect" text NOT NULL, "actions" text array NOT NULL, "resources" text array NOT NULL, "workspaces" text array, CONSTRAINT "pk_rbac_rules" PRIMARY KEY ("id"))`,
     );
     await q.query(`CREATE INDEX "ix_rbac_rules_permission" ON "rbac_rules"("permission_id") `);
     await q.query(

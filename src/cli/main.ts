@@ -2,8 +2,10 @@
 import 'reflect-metadata';
 import { Command, CommanderError } from 'commander';
 import { ConfigError, loadConfig } from '../config/config';
+import { registerAuditCommands } from './commands/audit';
 import { registerAuthCommands } from './commands/auth';
 import { registerLockCommands } from './commands/lock';
+import { registerRbacCommands } from './commands/rbac';
 import { registerTokenCommands } from './commands/token';
 import { registerUnitCommands } from './commands/unit';
 
@@ -57,6 +59,8 @@ export function buildCli(): Command {
   registerTokenCommands(program);
   registerUnitCommands(program);
   registerLockCommands(program);
+  registerRbacCommands(program);
+  registerAuditCommands(program);
 
   return program;
 }

@@ -120,7 +120,7 @@ export class RbacRepository {
     );
     const rules = await sqlRows<NewRule & { permission_id: string }>(
       this.db.manager,
-      'SELECT permission_id, effect, actions, resources, workspaces FROM rbac_rules ORDER BY id',
+      'SELECT permission_id, effect, actions, resources, workspaces FROM rbac_rules ORDER BY permission_id, position',
     );
     return perms.map((p) => ({
       ...p,
@@ -157,10 +157,11 @@ export class RbacRepository {
 
   async replaceRules(m: EntityManager, permissionId: string, rules: NewRule[]): Promise<void> {
     await m.query('DELETE FROM rbac_rules WHERE permission_id = $1', [permissionId]);
-    for (const r of rules) {
+    // Rules keep the order they were given in (answers and `permission show` list them so).
+    for (const [position, r] of rules.entries()) {
       await m.query(
-        'INSERT INTO rbac_rules (permission_id, effect, actions, resources, workspaces) VALUES ($1, $2, $3, $4, $5)',
-        [permissionId, r.effect, r.actions, r.resources, r.workspaces],
+        'INSERT INTO rbac_rules (permission_id, position, effect, actions, resources, workspaces) VALUES ($1, $2, $3, $4, $5, $6)',
+        [permissionId, position, r.effect, r.actions, r.resources, r.workspaces],
       );
     }
   }

@@ -62,6 +62,7 @@ export interface LiveStateRow {
   workspace: string;
   size: string;
   md5: string;
+  encrypted: boolean;
   created_at: Date;
 }
 
@@ -453,7 +454,7 @@ export class StateRepository {
   async listLiveStates(): Promise<LiveStateRow[]> {
     return sqlRows<LiveStateRow>(
       this.db.manager,
-      `SELECT u.name AS unit, s.workspace, v.size, v.md5, v.created_at
+      `SELECT u.name AS unit, s.workspace, v.size, v.md5, v.encrypted, v.created_at
          FROM states s
          JOIN units u ON u.id = s.unit_id
          JOIN versions v ON v.id = s.current_version_id

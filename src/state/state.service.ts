@@ -16,7 +16,13 @@ import { guardWrite } from './serial-guard';
 import { StateWriteHooks, WriteContext } from './write-hooks';
 import { StateIngest, tooLarge } from './state-ingest';
 import { InspectedState } from './state-inspector';
-import { StateRepository, StateRow, UnitRow, VersionRow } from './state.repository';
+import {
+  StateRepository,
+  StateRow,
+  StateSummaryRow,
+  UnitRow,
+  VersionRow,
+} from './state.repository';
 import {
   Door,
   OutputsView,
@@ -134,7 +140,7 @@ export class StateService {
       const rows = await this.repo.listUnits(prefix, last, limit + 1);
       for (const row of rows.slice(0, limit)) {
         last = row.name;
-        if (await this.canSee(principal, { unit: row.name })) {
+        if (await this.canSeeUnit(principal, row)) {
           items.push(unitView(row));
           if (items.length === limit) break;
         }
@@ -148,7 +154,22 @@ export class StateService {
 
   async getUnit(name: string, principal: Principal): Promise<UnitDetailView> {
     assertUnitName(name);
-    await this.authz.authorize(principal, 'unit.read', { unit: name });
+    if (!(await this.authz.can(principal, 'unit.read', { unit: name }))) {
+      // A reader whose rules name workspaces sees the unit with just those workspaces; anyone
+      // else gets the 403 (whether or not the unit exists).
+      const unit = await this.repo.findUnit(this.repo.manager, name);
+      const readable: StateSummaryRow[] = [];
+      if (unit && !unit.deleted_at) {
+        for (const s of await this.repo.listStates(unit.id)) {
+          if (await this.authz.can(principal, 'unit.read', { unit: name, workspace: s.workspace }))
+            readable.push(s);
+        }
+      }
+      if (!unit || readable.length === 0) {
+        await this.authz.authorize(principal, 'unit.read', { unit: name });
+      }
+      return { ...unitView(unit as UnitRow), workspaces: readable.map(workspaceView) };
+    }
     const unit = await this.liveUnit(this.repo.manager, name);
     const states = await this.repo.listStates(unit.id);
     return { ...unitView(unit), workspaces: states.map(workspaceView) };
@@ -541,6 +562,18 @@ export class StateService {
     return (await this.synthesized(addr, mode === 'outputs-sensitive')).view;
   }
 
+  /**
+   * May the caller see that this unit exists (listings)? When no rule grants the whole unit,
+   * any workspace of it the caller may see will do (rules restricted to workspaces).
+   */
+  private async canSeeUnit(principal: Principal, unit: UnitRow): Promise<boolean> {
+    if (await this.canSee(principal, { unit: unit.name })) return true;
+    for (const s of await this.repo.listStates(unit.id)) {
+      if (await this.canSee(principal, { unit: unit.name, workspace: s.workspace })) return true;
+    }
+    return false;
+  }
+
   /** May the caller see that this state exists (listings)? `unit.read` or `outputs.read`. */
   async canSee(principal: Principal, addr: { unit: string; workspace?: string }): Promise<boolean> {
     return (
@@ -549,17 +582,26 @@ export class StateService {
     );
   }
 
-  private async readMode(
+  private async readModeOrNone(
     addr: StateAddress,
     principal: Principal,
-  ): Promise<'full' | 'outputs' | 'outputs-sensitive'> {
-    assertUnitName(addr.unit);
+  ): Promise<'full' | 'outputs' | 'outputs-sensitive' | 'none'> {
     if (await this.authz.can(principal, 'unit.read', addr)) return 'full';
     if (await this.authz.can(principal, 'outputs.read', addr)) {
       return (await this.authz.can(principal, 'outputs.read-sensitive', addr))
         ? 'outputs-sensitive'
         : 'outputs';
     }
+    return 'none';
+  }
+
+  private async readMode(
+    addr: StateAddress,
+    principal: Principal,
+  ): Promise<'full' | 'outputs' | 'outputs-sensitive'> {
+    assertUnitName(addr.unit);
+    const mode = await this.readModeOrNone(addr, principal);
+    if (mode !== 'none') return mode;
     await this.authz.authorize(principal, 'unit.read', addr); // throws: the 403 names unit.read
     throw new DomainError('forbidden', `${principal.subject} may not unit.read on ${addr.unit}`);
   }
@@ -626,15 +668,17 @@ export class StateService {
   ): Promise<{ unit: string; workspace: string; size: number; md5: string; modified: Date }[]> {
     const out = [];
     for (const row of await this.repo.listLiveStates()) {
-      if (await this.canSee(principal, { unit: row.unit, workspace: row.workspace })) {
-        out.push({
-          unit: row.unit,
-          workspace: row.workspace,
-          size: Number(row.size),
-          md5: row.md5,
-          modified: new Date(row.created_at),
-        });
+      const addr = { unit: row.unit, workspace: row.workspace };
+      const mode = await this.readModeOrNone(addr, principal);
+      if (mode === 'none') continue;
+      let { size, md5 } = { size: Number(row.size), md5: row.md5 };
+      if (mode !== 'full') {
+        // An outputs-only reader is listed the size and ETag of the state it will be served;
+        // a client-side encrypted state has nothing to serve it, so it is not listed.
+        if (row.encrypted) continue;
+        ({ size, md5 } = (await this.synthesized(addr, mode === 'outputs-sensitive')).view);
       }
+      out.push({ ...addr, size, md5, modified: new Date(row.created_at) });
     }
     return out;
   }

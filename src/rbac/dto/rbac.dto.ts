@@ -3,7 +3,9 @@ import { Type } from 'class-transformer';
 import {
   ArrayMaxSize,
   IsArray,
+  IsDefined,
   IsIn,
+  IsObject,
   IsOptional,
   IsString,
   MaxLength,
@@ -39,6 +41,8 @@ export class InitDto {
     type: SubjectRefDto,
     description: 'Who gets the admin role (exactly one of subject, email, group)',
   })
+  @IsDefined()
+  @IsObject()
   @ValidateNested()
   @Type(() => SubjectRefDto)
   admin!: SubjectRefDto;
@@ -187,6 +191,8 @@ export class TestDto {
   action!: string;
 
   @ApiProperty({ type: TestResourceDto })
+  @IsDefined()
+  @IsObject()
   @ValidateNested()
   @Type(() => TestResourceDto)
   resource!: TestResourceDto;

@@ -39,6 +39,10 @@ export class RbacRuleEntity {
   @JoinColumn({ name: 'permission_id', foreignKeyConstraintName: 'fk_rbac_rules_permission' })
   permission?: RbacPermissionEntity;
 
+  /** The rule's place in its permission (rules are listed in the order they were given). */
+  @Column({ type: 'integer', default: 0 })
+  position!: number;
+
   @Column({ type: 'text' })
   effect!: string;
 
