@@ -11,6 +11,7 @@ import { ConfigModule } from './config/config.module';
 import { DatabaseModule } from './database/database.module';
 import { HealthModule } from './health/health.module';
 import { LocksModule } from './locks/locks.module';
+import { GraphModule } from './graph/graph.module';
 import { RbacModule } from './rbac/rbac.module';
 import { S3Module } from './s3compat/s3.module';
 import { StateModule } from './state/state.module';
@@ -33,6 +34,7 @@ export class AppModule {
         LocksModule,
         BackendModule,
         S3Module,
+        GraphModule,
         HealthModule,
       ],
       providers: [{ provide: APP_FILTER, useClass: ApiExceptionFilter }],

@@ -12,6 +12,7 @@ import { rejectMalformedEncoding } from './backend/raw-unit-path';
 import { AppConfig } from './config/config';
 import { runWithRequestContext } from './common/request-context';
 import { buildOpenApi } from './openapi';
+import { GraphService } from './graph/graph.service';
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -87,6 +88,9 @@ export async function startServer(config: AppConfig): Promise<INestApplication> 
   for (const w of config.warnings) app.get(Logger).warn(w);
   await app.listen(config.port, config.host);
   const address = app.getHttpServer().address() as { port: number } | string;
+  if (typeof address !== 'string') {
+    app.get(GraphService).listeningOn(address.port, config.tls ? 'https' : 'http');
+  }
   app
     .get(Logger)
     .log(

@@ -26,7 +26,9 @@ export type SecurityEventType =
   | 'state.read'
   | 'state.write'
   | 'lock.acquire'
-  | 'lock.release';
+  | 'lock.release'
+  | 'graph.edge_declared'
+  | 'graph.edge_deleted';
 
 export interface SecurityEvent {
   type: SecurityEventType;

@@ -41,6 +41,13 @@ export interface AppConfig {
   maxStateBytes: number;
   trustedProxies: string[];
   publicUrl: string;
+  /**
+   * Other base URLs clients reach this server by (besides `publicUrl`), to recognise its own
+   * addresses inside consumers' `terraform_remote_state` configs.
+   */
+  aliases: string[];
+  /** STATEHOUSE_ALIASES was not set: loopback at the port actually listened on (PORT=0). */
+  defaultAliases: boolean;
   bootstrapToken: Secret | undefined;
   authDisabled: boolean;
   tls: { certFile: string; keyFile: string } | undefined;
@@ -98,6 +105,7 @@ const KNOWN = new Set([
   'STATEHOUSE_MAX_STATE_BYTES',
   'STATEHOUSE_TRUSTED_PROXIES',
   'STATEHOUSE_PUBLIC_URL',
+  'STATEHOUSE_ALIASES',
   'STATEHOUSE_BOOTSTRAP_TOKEN',
   'STATEHOUSE_BOOTSTRAP_TOKEN_FILE',
   'STATEHOUSE_AUTH_DISABLE',
@@ -409,6 +417,24 @@ export function loadConfig(env: Env = process.env): AppConfig {
       .split(',')
       .map((x) => x.trim())
       .filter((x) => x !== '');
+  const aliases: string[] = [];
+  const aliasesRaw = str('STATEHOUSE_ALIASES');
+  if (aliasesRaw === undefined) {
+    aliases.push(`${scheme}://localhost:${port}`, `${scheme}://127.0.0.1:${port}`);
+  } else {
+    for (const a of list('STATEHOUSE_ALIASES', '')) {
+      try {
+        const u = new URL(a);
+        if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new Error('scheme');
+        if (u.search || u.hash || u.username || u.password) throw new Error('parts');
+        aliases.push(a.replace(/\/+$/, ''));
+      } catch {
+        problems.push(
+          `STATEHOUSE_ALIASES: "${a}" must be a base URL like https://statehouse.internal:8443 (comma-separated)`,
+        );
+      }
+    }
+  }
   const buckets = list('STATEHOUSE_S3_DOOR_BUCKETS', 'tfstate');
   for (const b of buckets) {
     if (!/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/.test(b)) {
@@ -442,6 +468,8 @@ export function loadConfig(env: Env = process.env): AppConfig {
     maxStateBytes,
     trustedProxies,
     publicUrl,
+    aliases,
+    defaultAliases: aliasesRaw === undefined,
     bootstrapToken,
     authDisabled,
     tls,

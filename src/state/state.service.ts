@@ -15,7 +15,7 @@ import { OutputDigester } from './output-digester';
 import { guardWrite } from './serial-guard';
 import { StateWriteHooks, WriteContext } from './write-hooks';
 import { StateIngest, tooLarge } from './state-ingest';
-import { InspectedState } from './state-inspector';
+import { InspectedState, StateInspector } from './state-inspector';
 import {
   StateRepository,
   StateRow,
@@ -734,6 +734,15 @@ export class StateService {
   ): Promise<WriteResultView> {
     assertUnitName(addr.unit);
     await this.authz.authorize(principal, 'version.restore', addr);
+    // The restored version's consequences (its remote states, for the graph) as for a write.
+    const stored = await this.inspectStored(addr, n);
+    const ctx: WriteContext | undefined = stored && {
+      principal,
+      unit: addr.unit,
+      workspace: addr.workspace,
+      inspected: stored.inspected,
+    };
+    const prepared = ctx ? await Promise.all(this.hooks.all.map((h) => h.prepare(ctx))) : [];
     const result = await this.audited(
       (r: { created: boolean; version: VersionRow }) => ({
         type: 'state.restore' as const,
@@ -769,6 +778,11 @@ export class StateService {
           restored_from: source.version,
         });
         await this.repo.setCurrent(m, state.id, version.id);
+        if (ctx && stored?.sha256 === source.sha256) {
+          for (const [i, h] of this.hooks.all.entries()) {
+            await h.apply(m, { ...ctx, version }, prepared[i]);
+          }
+        }
         const pruned =
           this.config.maxVersions > 0
             ? await this.repo.pruneVersions(m, state.id, version.version, this.config.maxVersions)
@@ -778,6 +792,32 @@ export class StateService {
     );
     await this.deleteBlobs(result.pruned);
     return { created: result.created, version: versionView(result.version) };
+  }
+
+  /**
+   * A stored version read back and inspected (for the write hooks of a restore); undefined when
+   * there are no hooks, or it cannot be read (the restore goes on; the graph keeps what it had).
+   */
+  private async inspectStored(
+    addr: StateAddress,
+    n: number,
+  ): Promise<{ inspected: InspectedState; sha256: string } | undefined> {
+    if (this.hooks.all.length === 0) return undefined;
+    try {
+      const m = this.repo.manager;
+      const unit = await this.repo.findUnit(m, addr.unit);
+      const state = unit && (await this.repo.findState(m, unit.id, addr.workspace));
+      const version = state && (await this.repo.findVersion(m, state.id, n));
+      if (!version) return undefined;
+      const inspector = new StateInspector();
+      for await (const chunk of await this.blobs.get(version.blob_key)) {
+        inspector.write(chunk as Buffer);
+      }
+      return { inspected: inspector.end(), sha256: version.sha256 };
+    } catch (e) {
+      this.logger.warn({ err: e }, 'could not read back a version being restored');
+      return undefined;
+    }
   }
 
   /**

@@ -48,6 +48,10 @@ export class GraphEdgeEntity {
   @Column({ type: 'jsonb', default: () => "'{}'" })
   recorded!: Record<string, string>;
 
+  /** The producer's version whose outputs those were (null when no kept version matches). */
+  @Column({ name: 'producer_version', type: 'integer', nullable: true })
+  producerVersion!: number | null;
+
   @Column({ name: 'recorded_at', type: 'timestamptz', default: () => 'now()' })
   recordedAt!: Date;
 

@@ -1,0 +1,259 @@
+import { Injectable } from '@nestjs/common';
+import { InjectDataSource } from '@nestjs/typeorm';
+import type { DataSource, EntityManager } from 'typeorm';
+import { sqlRows } from '../database/sql';
+import type { NodeRef } from './graph-model';
+
+export interface EdgeRow {
+  id: string;
+  producer_unit: string;
+  producer_workspace: string;
+  consumer_unit: string;
+  consumer_workspace: string;
+  source: 'declared' | 'discovered';
+  name: string;
+  outputs: string[] | null;
+  input: string | null;
+  recorded: Record<string, string>;
+  producer_version: number | null;
+  recorded_at: Date;
+  created_by: string;
+  created_at: Date;
+}
+
+/** A discovered edge as a consumer's write records it. */
+export interface DiscoveredEdge {
+  producer: NodeRef;
+  name: string;
+  recorded: Record<string, string>;
+}
+
+/** A producer state's current version and output digests. */
+export interface ProducerRow {
+  unit: string;
+  workspace: string;
+  version: number;
+  output_digests: Record<string, string> | null;
+}
+
+const EDGE_COLUMNS = `e.id, e.producer_unit, e.producer_workspace, e.consumer_unit, e.consumer_workspace,
+  e.source, e.name, e.outputs, e.input, e.recorded, e.producer_version, e.recorded_at, e.created_by,
+  e.created_at`;
+
+/**
+ * SQL for the dependency graph. Methods that take an `EntityManager` run inside the caller's
+ * transaction (a consumer's write): on the embedded database nothing else may query then.
+ */
+@Injectable()
+export class GraphRepository {
+  constructor(@InjectDataSource() private readonly db: DataSource) {}
+
+  get manager(): EntityManager {
+    return this.db.manager;
+  }
+
+  /**
+   * Replaces the consumer's discovered edges with `edges` (kept rows keep their id and
+   * creation time), and refreshes what its declared edges recorded to its producers' current
+   * outputs: a consumer that was just applied has read them.
+   */
+  async recordConsumerWrite(
+    m: EntityManager,
+    consumer: NodeRef,
+    edges: DiscoveredEdge[] | undefined,
+    subject: string,
+  ): Promise<void> {
+    if (edges !== undefined) await this.replaceDiscovered(m, consumer, edges, subject);
+    await m.query(
+      `UPDATE graph_edges e
+          SET recorded = coalesce(cur.output_digests, '{}'::jsonb), producer_version = cur.version,
+              recorded_at = now()
+         FROM (SELECT g.id, v.output_digests, v.version
+                 FROM graph_edges g
+                 LEFT JOIN units u ON u.name = g.producer_unit AND u.deleted_at IS NULL
+                 LEFT JOIN states s ON s.unit_id = u.id AND s.workspace = g.producer_workspace
+                                   AND s.deleted_at IS NULL
+                 LEFT JOIN versions v ON v.id = s.current_version_id
+                WHERE g.consumer_unit = $1 AND g.consumer_workspace = $2 AND g.source = 'declared') cur
+        WHERE e.id = cur.id`,
+      [consumer.unit, consumer.workspace],
+    );
+  }
+
+  private async replaceDiscovered(
+    m: EntityManager,
+    consumer: NodeRef,
+    edges: DiscoveredEdge[],
+    subject: string,
+  ): Promise<void> {
+    const keep: string[] = [];
+    for (const e of edges) {
+      const rows = await sqlRows<{ id: string }>(
+        m,
+        `INSERT INTO graph_edges AS g (producer_unit, producer_workspace, consumer_unit, consumer_workspace,
+                                       source, name, recorded, producer_version, created_by)
+         VALUES ($1, $2, $3, $4, 'discovered', $5, $6::jsonb,
+                 -- the newest version of the producer whose outputs are the ones read
+                 (SELECT v.version FROM units u
+                    JOIN states s ON s.unit_id = u.id AND s.workspace = $2
+                    JOIN versions v ON v.state_id = s.id
+                   WHERE u.name = $1 AND u.deleted_at IS NULL
+                     AND coalesce((SELECT jsonb_object_agg(k, v.output_digests -> k)
+                                     FROM jsonb_object_keys($6::jsonb) AS k), '{}'::jsonb) = $6::jsonb
+                   ORDER BY v.version DESC LIMIT 1),
+                 $7)
+         ON CONFLICT (consumer_unit, consumer_workspace, source, name, producer_unit, producer_workspace)
+         DO UPDATE SET recorded = EXCLUDED.recorded, producer_version = EXCLUDED.producer_version,
+                       recorded_at = now()
+         RETURNING id`,
+        [
+          e.producer.unit,
+          e.producer.workspace,
+          consumer.unit,
+          consumer.workspace,
+          e.name,
+          JSON.stringify(e.recorded),
+          subject,
+        ],
+      );
+      keep.push(rows[0].id);
+    }
+    await m.query(
+      `DELETE FROM graph_edges
+        WHERE consumer_unit = $1 AND consumer_workspace = $2 AND source = 'discovered'
+          AND NOT (id = ANY($3::uuid[]))`,
+      [consumer.unit, consumer.workspace, keep],
+    );
+  }
+
+  async unitExists(name: string): Promise<boolean> {
+    const rows = await sqlRows<{ one: number }>(
+      this.db.manager,
+      'SELECT 1 AS one FROM units WHERE name = $1 AND deleted_at IS NULL',
+      [name],
+    );
+    return rows.length > 0;
+  }
+
+  async insertDeclared(
+    m: EntityManager,
+    e: {
+      producer: NodeRef;
+      consumer: NodeRef;
+      name: string;
+      outputs: string[] | null;
+      input: string | null;
+      createdBy: string;
+    },
+  ): Promise<EdgeRow | undefined> {
+    const rows = await sqlRows<EdgeRow>(
+      m,
+      `INSERT INTO graph_edges (producer_unit, producer_workspace, consumer_unit, consumer_workspace,
+                                source, name, outputs, input, recorded, producer_version, created_by)
+       SELECT $1, $2, $3, $4, 'declared', $5, $6, $7,
+              coalesce(v.output_digests, '{}'::jsonb), v.version, $8
+         FROM (SELECT 1) one
+         LEFT JOIN units u ON u.name = $1 AND u.deleted_at IS NULL
+         LEFT JOIN states s ON s.unit_id = u.id AND s.workspace = $2 AND s.deleted_at IS NULL
+         LEFT JOIN versions v ON v.id = s.current_version_id
+       ON CONFLICT (consumer_unit, consumer_workspace, source, name, producer_unit, producer_workspace)
+       DO NOTHING
+       RETURNING *`,
+      [
+        e.producer.unit,
+        e.producer.workspace,
+        e.consumer.unit,
+        e.consumer.workspace,
+        e.name,
+        e.outputs,
+        e.input,
+        e.createdBy,
+      ],
+    );
+    return rows[0];
+  }
+
+  async findEdge(id: string): Promise<EdgeRow | undefined> {
+    return (
+      await sqlRows<EdgeRow>(
+        this.db.manager,
+        `SELECT ${EDGE_COLUMNS} FROM graph_edges e WHERE e.id = $1`,
+        [id],
+      )
+    )[0];
+  }
+
+  async deleteEdge(m: EntityManager, id: string): Promise<boolean> {
+    const rows = await sqlRows<{ id: string }>(
+      m,
+      'DELETE FROM graph_edges WHERE id = $1 RETURNING id',
+      [id],
+    );
+    return rows.length > 0;
+  }
+
+  /** Every edge with an end whose unit name starts with `prefix` ('' for all). */
+  async edges(prefix: string): Promise<EdgeRow[]> {
+    return sqlRows<EdgeRow>(
+      this.db.manager,
+      prefix === ''
+        ? `SELECT ${EDGE_COLUMNS} FROM graph_edges e ORDER BY e.consumer_unit, e.consumer_workspace, e.producer_unit, e.name`
+        : `SELECT ${EDGE_COLUMNS} FROM graph_edges e
+            WHERE left(e.producer_unit, length($1)) = $1 OR left(e.consumer_unit, length($1)) = $1
+            ORDER BY e.consumer_unit, e.consumer_workspace, e.producer_unit, e.name`,
+      prefix === '' ? [] : [prefix],
+    );
+  }
+
+  /** The edges into `node` and into everything upstream of it (cycles end the walk). */
+  async upstreamEdges(node: NodeRef): Promise<EdgeRow[]> {
+    return sqlRows<EdgeRow>(
+      this.db.manager,
+      `WITH RECURSIVE up(unit, workspace) AS (
+         SELECT $1::text COLLATE "C", $2::text COLLATE "C"
+         UNION
+         SELECT g.producer_unit, g.producer_workspace
+           FROM graph_edges g JOIN up ON g.consumer_unit = up.unit AND g.consumer_workspace = up.workspace
+       )
+       SELECT ${EDGE_COLUMNS} FROM graph_edges e
+         JOIN up ON e.consumer_unit = up.unit AND e.consumer_workspace = up.workspace`,
+      [node.unit, node.workspace],
+    );
+  }
+
+  /** Current versions and output digests of these states (absent: no unit, state or version). */
+  async producers(nodes: NodeRef[]): Promise<ProducerRow[]> {
+    if (nodes.length === 0) return [];
+    return sqlRows<ProducerRow>(
+      this.db.manager,
+      `SELECT u.name AS unit, s.workspace, v.version, v.output_digests
+         FROM unnest($1::text[], $2::text[]) AS n(unit, workspace)
+         JOIN units u ON u.name = n.unit AND u.deleted_at IS NULL
+         JOIN states s ON s.unit_id = u.id AND s.workspace = n.workspace AND s.deleted_at IS NULL
+         JOIN versions v ON v.id = s.current_version_id`,
+      [nodes.map((n) => n.unit), nodes.map((n) => n.workspace)],
+    );
+  }
+
+  /**
+   * A producer's versions after `after` (oldest first, at most `limit`), with their output
+   * digests: where an edge went stale is the first of them whose outputs differ.
+   */
+  async versionsAfter(
+    producer: NodeRef,
+    after: number,
+    limit: number,
+  ): Promise<{ version: number; output_digests: Record<string, string> | null }[]> {
+    return sqlRows(
+      this.db.manager,
+      `SELECT v.version, v.output_digests
+         FROM units u
+         JOIN states s ON s.unit_id = u.id AND s.workspace = $2
+         JOIN versions v ON v.state_id = s.id
+        WHERE u.name = $1 AND v.version > $3
+        ORDER BY v.version
+        LIMIT $4`,
+      [producer.unit, producer.workspace, after, limit],
+    );
+  }
+}

@@ -1,0 +1,516 @@
+import { Inject, Injectable, OnModuleInit } from '@nestjs/common';
+import type { EntityManager } from 'typeorm';
+import { AuditService } from '../audit/audit.service';
+import type { Principal } from '../auth/principal';
+import { DomainError, invalidRequest } from '../common/errors';
+import { assertUnitName, assertWorkspace } from '../common/names';
+import { APP_CONFIG, AppConfig } from '../config/config';
+import { AuthorizationService } from '../rbac/authorization.service';
+import { OutputDigester } from '../state/output-digester';
+import { StateWriteHook, StateWriteHooks, WriteContext } from '../state/write-hooks';
+import {
+  analyse,
+  Analysis,
+  dependencyOrder,
+  EdgeVerdict,
+  GraphEdge,
+  NodeRef,
+  nodeKey,
+  ProducerState,
+  toDot,
+  toMermaid,
+} from './graph-model';
+import { DiscoveredEdge, EdgeRow, GraphRepository } from './graph.repository';
+import { resolveRemoteState, SelfAddresses } from './remote-config';
+
+/** What a consumer's write will do to its discovered edges (computed before the transaction). */
+type Prepared = { kind: 'keep' } | { kind: 'replace'; edges: DiscoveredEdge[]; refused: number };
+
+/** A node as answers show it: its name, or nothing for a node the caller may not see. */
+export type NodeView = NodeRef | { hidden: true };
+
+export interface EdgeView {
+  id: string;
+  producer: NodeRef;
+  consumer: NodeRef;
+  source: 'declared' | 'discovered';
+  name: string;
+  outputs: string[] | null;
+  input: string | null;
+  status: 'ok' | 'stale' | 'unknown';
+  /** Outputs whose current value differs from what the consumer read. */
+  changed: string[];
+  /** The producer version whose outputs the consumer read (null when no kept version matches). */
+  producerVersion: number | null;
+  recordedAt: string;
+}
+
+export interface InputView {
+  edge: string | null;
+  producer: NodeView;
+  source: 'declared' | 'discovered';
+  name: string | null;
+  status: 'ok' | 'stale' | 'unknown';
+  changed: string[];
+  /** The first producer version whose outputs differ from what was read (stale edges). */
+  staleSince: number | null;
+}
+
+export interface UnitStatusView {
+  unit: string;
+  workspace: string;
+  status: 'green' | 'red' | 'yellow';
+  inputs: InputView[];
+  /** For yellow: the red states upstream that make it so (hidden ones are counted). */
+  redUpstream: NodeRef[];
+  hiddenRedUpstream: number;
+  cycles: NodeRef[][];
+}
+
+export interface GraphView {
+  nodes: {
+    unit: string;
+    workspace: string;
+    status: 'green' | 'red' | 'yellow';
+    version: number | null;
+  }[];
+  edges: EdgeView[];
+  cycles: NodeRef[][];
+}
+
+export interface StaleItemView {
+  unit: string;
+  workspace: string;
+  status: 'red' | 'yellow';
+  inputs: InputView[];
+}
+
+export interface StaleView {
+  items: StaleItemView[];
+  cycles: NodeRef[][];
+}
+
+const OUTPUT_NAME = /^[A-Za-z_][A-Za-z0-9_-]{0,127}$/;
+const LABEL = /^[A-Za-z0-9_.:-]{1,128}$/;
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+/** How many later producer versions are searched for where an edge went stale. */
+const SINCE_SEARCH = 1000;
+
+const refOf = (k: string): NodeRef => {
+  const at = k.lastIndexOf('#');
+  return { unit: k.slice(0, at), workspace: k.slice(at + 1) };
+};
+
+function toGraphEdge(r: EdgeRow): GraphEdge {
+  return {
+    id: r.id,
+    producer: { unit: r.producer_unit, workspace: r.producer_workspace },
+    consumer: { unit: r.consumer_unit, workspace: r.consumer_workspace },
+    source: r.source,
+    name: r.name,
+    outputs: r.outputs,
+    input: r.input,
+    recorded: r.recorded ?? {},
+    recordedAt: new Date(r.recorded_at).toISOString(),
+  };
+}
+
+/**
+ * The dependency graph: edges discovered from consumers' `terraform_remote_state` data sources
+ * (recorded in the consumer's own write transaction) or declared through the API, and what is
+ * stale. Every answer is filtered by `graph.read`; statuses are computed over the whole graph
+ * so a hidden upstream still turns a visible state yellow, without being named.
+ */
+@Injectable()
+export class GraphService implements StateWriteHook, OnModuleInit {
+  private self: SelfAddresses;
+
+  constructor(
+    private readonly repo: GraphRepository,
+    private readonly authz: AuthorizationService,
+    private readonly digester: OutputDigester,
+    private readonly hooks: StateWriteHooks,
+    private readonly audit: AuditService,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+  ) {
+    this.self = {
+      bases: [config.publicUrl, ...config.aliases],
+      buckets: config.s3Door.buckets,
+      workspacePrefixes: config.s3Door.workspacePrefixes,
+    };
+  }
+
+  onModuleInit(): void {
+    this.hooks.register(this);
+  }
+
+  /**
+   * The port the server actually listens on (PORT=0 picks one): with STATEHOUSE_ALIASES unset,
+   * `localhost` and `127.0.0.1` at that port are this server too.
+   */
+  listeningOn(port: number, scheme: 'http' | 'https'): void {
+    if (!this.config.defaultAliases) return;
+    const extra = [`${scheme}://localhost:${port}`, `${scheme}://127.0.0.1:${port}`];
+    this.self = { ...this.self, bases: [...new Set([...this.self.bases, ...extra])] };
+  }
+
+  // ------------------------------------------------------------------ on every write
+
+  /**
+   * Before the write's transaction: which of the consumer's remote states are states here, and
+   * may the writer read their outputs? An edge the writer could not have read is not recorded,
+   * so nobody can plant a dependency to learn whether another state's outputs changed. The
+   * data source's config (credentials included) goes no further than this function.
+   */
+  async prepare(ctx: WriteContext): Promise<Prepared> {
+    if (ctx.inspected.kind !== 'terraform') return { kind: 'keep' }; // encrypted: nothing seen
+    const edges = new Map<string, DiscoveredEdge>();
+    let refused = 0;
+    for (const source of ctx.inspected.remoteStates) {
+      const producer = resolveRemoteState(source, this.self);
+      if (!producer) continue;
+      if (!(await this.authz.can(ctx.principal, 'outputs.read', producer))) {
+        refused++;
+        continue;
+      }
+      edges.set(`${source.name}\0${nodeKey(producer)}`, {
+        producer,
+        name: source.name,
+        recorded: this.digester.digestValues(source.outputs),
+      });
+    }
+    return { kind: 'replace', edges: [...edges.values()], refused };
+  }
+
+  /** Inside the write's transaction, after the new version became current. */
+  async apply(m: EntityManager, ctx: WriteContext, prepared: unknown): Promise<void> {
+    const p = prepared as Prepared;
+    await this.repo.recordConsumerWrite(
+      m,
+      { unit: ctx.unit, workspace: ctx.workspace },
+      p.kind === 'replace' ? p.edges : undefined,
+      ctx.principal.subject,
+    );
+  }
+
+  // ------------------------------------------------------------------ declared edges
+
+  async declare(
+    principal: Principal,
+    input: {
+      producer: { unit: string; workspace?: string };
+      consumer: { unit: string; workspace?: string };
+      name?: string;
+      outputs?: string[];
+      input?: string;
+    },
+  ): Promise<EdgeView> {
+    const producer = nodeOf(input.producer);
+    const consumer = nodeOf(input.consumer);
+    if (nodeKey(producer) === nodeKey(consumer)) {
+      throw invalidRequest(
+        'an edge needs two different states (producer and consumer are the same)',
+      );
+    }
+    const name = input.name ?? 'declared';
+    if (!LABEL.test(name)) {
+      throw invalidRequest('name must be 1 to 128 letters, digits, or . _ : -');
+    }
+    if (input.outputs !== undefined) {
+      if (input.outputs.length === 0 || input.outputs.length > 100) {
+        throw invalidRequest('outputs, when given, names 1 to 100 outputs of the producer');
+      }
+      const bad = input.outputs.find((o) => !OUTPUT_NAME.test(o));
+      if (bad !== undefined) throw invalidRequest(`"${bad}" is not an output name`);
+    }
+    if (input.input !== undefined && !OUTPUT_NAME.test(input.input)) {
+      throw invalidRequest(`"${input.input}" is not an input (variable) name`);
+    }
+    await this.authz.authorize(principal, 'graph.write', producer);
+    await this.authz.authorize(principal, 'graph.write', consumer);
+    for (const n of [producer, consumer]) {
+      if (!(await this.repo.unitExists(n.unit))) {
+        throw new DomainError('unit_not_found', `unit ${n.unit} does not exist`);
+      }
+    }
+    const row = await this.repo.manager.transaction(async (m) => {
+      const inserted = await this.repo.insertDeclared(m, {
+        producer,
+        consumer,
+        name,
+        outputs: input.outputs ? [...new Set(input.outputs)].sort() : null,
+        input: input.input ?? null,
+        createdBy: principal.subject,
+      });
+      if (!inserted) {
+        throw new DomainError(
+          'conflict',
+          `an edge named ${name} from ${nodeKey(producer)} to ${nodeKey(consumer)} is already declared`,
+        );
+      }
+      await this.audit.recordIn(m, {
+        type: 'graph.edge_declared',
+        actor: principal.subject,
+        outcome: 'success',
+        action: 'graph.write',
+        unit: consumer.unit,
+        workspace: consumer.workspace,
+        door: 'api',
+        details: { edge: inserted.id, producer: nodeKey(producer), name },
+      });
+      return inserted;
+    });
+    const producers = await this.producerStates([row]);
+    return edgeView(toGraphEdge(row), analyse([], [toGraphEdge(row)], producers).edges, row);
+  }
+
+  async remove(principal: Principal, id: string): Promise<void> {
+    const row = UUID.test(id) ? await this.repo.findEdge(id) : undefined;
+    const visible =
+      row !== undefined &&
+      (await this.authz.can(principal, 'graph.read', producerOf(row))) &&
+      (await this.authz.can(principal, 'graph.read', consumerOf(row)));
+    if (!row || !visible) throw new DomainError('not_found', `no edge ${id}`);
+    if (row.source === 'discovered') {
+      throw new DomainError(
+        'conflict',
+        'a discovered edge follows the consumer’s state: it goes away when the consumer is applied without that terraform_remote_state',
+      );
+    }
+    await this.authz.authorize(principal, 'graph.write', producerOf(row));
+    await this.authz.authorize(principal, 'graph.write', consumerOf(row));
+    await this.repo.manager.transaction(async (m) => {
+      if (!(await this.repo.deleteEdge(m, id))) throw new DomainError('not_found', `no edge ${id}`);
+      await this.audit.recordIn(m, {
+        type: 'graph.edge_deleted',
+        actor: principal.subject,
+        outcome: 'success',
+        action: 'graph.write',
+        unit: row.consumer_unit,
+        workspace: row.consumer_workspace,
+        door: 'api',
+        details: { edge: id, producer: nodeKey(producerOf(row)), name: row.name },
+      });
+    });
+  }
+
+  // ------------------------------------------------------------------ reading the graph
+
+  async graph(
+    principal: Principal,
+    prefix: string,
+  ): Promise<{ view: GraphView; analysis: Analysis; edges: GraphEdge[] }> {
+    const rows = await this.repo.edges('');
+    const edges = rows.map(toGraphEdge);
+    const producers = await this.producerStates(rows);
+    const analysis = analyse([], edges, producers);
+    const sees = this.visibility(principal);
+    const inPrefix = (n: NodeRef) => n.unit.startsWith(prefix);
+    const shown: EdgeView[] = [];
+    const nodes = new Set<string>();
+    for (const [i, e] of edges.entries()) {
+      if (!inPrefix(e.producer) && !inPrefix(e.consumer)) continue;
+      if (!(await sees(e.producer)) || !(await sees(e.consumer))) continue;
+      shown.push(edgeView(e, analysis.edges, rows[i]));
+      nodes.add(nodeKey(e.producer));
+      nodes.add(nodeKey(e.consumer));
+    }
+    const view: GraphView = {
+      nodes: [...nodes].sort().map((k) => ({
+        ...refOf(k),
+        status: analysis.status.get(k) ?? 'green',
+        version: producers.get(k)?.version ?? null,
+      })),
+      edges: shown,
+      cycles: await this.visibleCycles(analysis.cycles, sees, (c) => c.some((k) => nodes.has(k))),
+    };
+    return { view, analysis, edges };
+  }
+
+  /** The graph as Graphviz DOT or Mermaid, for people: the same nodes and edges as the JSON. */
+  async render(principal: Principal, prefix: string, format: 'dot' | 'mermaid'): Promise<string> {
+    const { view, analysis, edges } = await this.graph(principal, prefix);
+    const shownIds = new Set(view.edges.map((e) => e.id));
+    const status = new Map(view.nodes.map((n) => [nodeKey(n), n.status]));
+    const shown = edges.filter((e) => shownIds.has(e.id));
+    return format === 'dot'
+      ? toDot(status, shown, analysis.edges)
+      : toMermaid(status, shown, analysis.edges);
+  }
+
+  async unitStatus(principal: Principal, unit: string, workspace: string): Promise<UnitStatusView> {
+    const node = nodeOf({ unit, workspace });
+    await this.authz.authorize(principal, 'graph.read', node);
+    if (!(await this.repo.unitExists(node.unit))) {
+      throw new DomainError('unit_not_found', `unit ${node.unit} does not exist`);
+    }
+    const rows = await this.repo.upstreamEdges(node);
+    const edges = rows.map(toGraphEdge);
+    const producers = await this.producerStates(rows);
+    const analysis = analyse([nodeKey(node)], edges, producers);
+    const sees = this.visibility(principal);
+    const key = nodeKey(node);
+    const inputs: InputView[] = [];
+    for (const [i, e] of edges.entries()) {
+      if (nodeKey(e.consumer) !== key) continue;
+      inputs.push(await this.inputView(e, rows[i], analysis.edges.get(e.id), sees));
+    }
+    const redUpstream: NodeRef[] = [];
+    let hiddenRedUpstream = 0;
+    const status = analysis.status.get(key) ?? 'green';
+    if (status === 'yellow') {
+      for (const [k, s] of analysis.status) {
+        if (s !== 'red' || k === key) continue;
+        if (await sees(refOf(k))) redUpstream.push(refOf(k));
+        else hiddenRedUpstream++;
+      }
+    }
+    return {
+      ...node,
+      status,
+      inputs,
+      redUpstream: redUpstream.sort((a, b) => nodeKey(a).localeCompare(nodeKey(b))),
+      hiddenRedUpstream,
+      cycles: await this.visibleCycles(analysis.cycles, sees, (c) => c.includes(key)),
+    };
+  }
+
+  /** What needs applying: red states (a stale input) and yellow ones (red upstream), producers first. */
+  async stale(principal: Principal, prefix: string): Promise<StaleView> {
+    const rows = await this.repo.edges('');
+    const edges = rows.map(toGraphEdge);
+    const producers = await this.producerStates(rows);
+    const analysis = analyse([], edges, producers);
+    const sees = this.visibility(principal);
+    const targets = new Set<string>();
+    for (const [k, s] of analysis.status) {
+      if (s === 'green' || !k.startsWith(prefix)) continue;
+      if (await sees(refOf(k))) targets.add(k);
+    }
+    const byConsumer = new Map<string, number[]>();
+    edges.forEach((e, i) => {
+      const c = nodeKey(e.consumer);
+      if (targets.has(c)) (byConsumer.get(c) ?? byConsumer.set(c, []).get(c)!).push(i);
+    });
+    const items: StaleItemView[] = [];
+    for (const k of dependencyOrder(targets, edges)) {
+      const inputs: InputView[] = [];
+      for (const i of byConsumer.get(k) ?? []) {
+        const v = analysis.edges.get(edges[i].id);
+        if (v?.status !== 'stale') continue;
+        inputs.push(await this.inputView(edges[i], rows[i], v, sees));
+      }
+      items.push({ ...refOf(k), status: analysis.status.get(k) as 'red' | 'yellow', inputs });
+    }
+    return {
+      items,
+      cycles: await this.visibleCycles(analysis.cycles, sees, (c) => c.some((k) => targets.has(k))),
+    };
+  }
+
+  // ------------------------------------------------------------------ helpers
+
+  /** graph.read on a node, asked once per node per answer. */
+  private visibility(principal: Principal): (n: NodeRef) => Promise<boolean> {
+    const seen = new Map<string, Promise<boolean>>();
+    return (n) => {
+      const k = nodeKey(n);
+      let p = seen.get(k);
+      if (!p) {
+        p = this.authz.can(principal, 'graph.read', n);
+        seen.set(k, p);
+      }
+      return p;
+    };
+  }
+
+  /** Cycles the caller may see whole (a cycle through a hidden state is not named). */
+  private async visibleCycles(
+    cycles: string[][],
+    sees: (n: NodeRef) => Promise<boolean>,
+    relevant: (cycle: string[]) => boolean,
+  ): Promise<NodeRef[][]> {
+    const out: NodeRef[][] = [];
+    for (const c of cycles) {
+      if (!relevant(c)) continue;
+      let all = true;
+      for (const k of c) all = all && (await sees(refOf(k)));
+      if (all) out.push(c.map(refOf));
+    }
+    return out;
+  }
+
+  private async producerStates(rows: EdgeRow[]): Promise<Map<string, ProducerState>> {
+    const wanted = new Map<string, NodeRef>();
+    for (const r of rows) wanted.set(nodeKey(producerOf(r)), producerOf(r));
+    const out = new Map<string, ProducerState>();
+    for (const p of await this.repo.producers([...wanted.values()])) {
+      out.set(nodeKey(p), { version: p.version, digests: p.output_digests ?? {} });
+    }
+    return out;
+  }
+
+  private async inputView(
+    e: GraphEdge,
+    row: EdgeRow,
+    v: EdgeVerdict | undefined,
+    sees: (n: NodeRef) => Promise<boolean>,
+  ): Promise<InputView> {
+    const visible = await sees(e.producer);
+    const status = v?.status ?? 'unknown';
+    return {
+      edge: visible ? e.id : null,
+      producer: visible ? e.producer : { hidden: true },
+      source: e.source,
+      name: visible ? e.name : null,
+      status,
+      changed: visible ? (v?.changed ?? []) : [],
+      staleSince:
+        visible && status === 'stale' ? await this.staleSince(e, row, v?.changed ?? []) : null,
+    };
+  }
+
+  /** The first producer version after the one read whose outputs (those that changed) differ. */
+  private async staleSince(e: GraphEdge, row: EdgeRow, changed: string[]): Promise<number | null> {
+    if (row.producer_version === null) return null;
+    for (const v of await this.repo.versionsAfter(e.producer, row.producer_version, SINCE_SEARCH)) {
+      const d = v.output_digests ?? {};
+      if (changed.some((n) => d[n] !== e.recorded[n])) return v.version;
+    }
+    return null;
+  }
+}
+
+function nodeOf(n: { unit: string; workspace?: string }): NodeRef {
+  return { unit: assertUnitName(n.unit), workspace: assertWorkspace(n.workspace) };
+}
+
+const producerOf = (r: EdgeRow): NodeRef => ({
+  unit: r.producer_unit,
+  workspace: r.producer_workspace,
+});
+const consumerOf = (r: EdgeRow): NodeRef => ({
+  unit: r.consumer_unit,
+  workspace: r.consumer_workspace,
+});
+
+function edgeView(
+  e: GraphEdge,
+  verdicts: ReadonlyMap<string, EdgeVerdict>,
+  row: EdgeRow,
+): EdgeView {
+  const v = verdicts.get(e.id);
+  return {
+    id: e.id,
+    producer: e.producer,
+    consumer: e.consumer,
+    source: e.source,
+    name: e.name,
+    outputs: e.outputs,
+    input: e.input,
+    status: v?.status ?? 'unknown',
+    changed: v?.changed ?? [],
+    producerVersion: row.producer_version,
+    recordedAt: e.recordedAt,
+  };
+}
