@@ -4,6 +4,7 @@ import { Command, CommanderError } from 'commander';
 import { ConfigError, loadConfig } from '../config/config';
 import { registerAuditCommands } from './commands/audit';
 import { registerAuthCommands } from './commands/auth';
+import { registerGraphCommands, registerUnitStatusCommand } from './commands/graph';
 import { registerLockCommands } from './commands/lock';
 import { registerRbacCommands } from './commands/rbac';
 import { registerTokenCommands } from './commands/token';
@@ -57,10 +58,11 @@ export function buildCli(): Command {
 
   registerAuthCommands(program);
   registerTokenCommands(program);
-  registerUnitCommands(program);
+  registerUnitStatusCommand(registerUnitCommands(program));
   registerLockCommands(program);
   registerRbacCommands(program);
   registerAuditCommands(program);
+  registerGraphCommands(program);
 
   return program;
 }

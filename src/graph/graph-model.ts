@@ -155,11 +155,13 @@ export function findCycles(
 
 /**
  * The nodes to apply, producers before consumers (Kahn's algorithm over the subgraph of those
- * nodes and everything between them); nodes caught in a cycle come last, in name order.
+ * nodes and everything between them); nodes caught in a cycle come last, by `rank` (lower
+ * first), then in name order.
  */
 export function dependencyOrder(
   targets: ReadonlySet<string>,
   edges: readonly GraphEdge[],
+  rank: (node: string) => number = () => 0,
 ): string[] {
   const indeg = new Map<string, number>();
   const out = new Map<string, string[]>();
@@ -186,7 +188,10 @@ export function dependencyOrder(
     }
     ready.sort();
   }
-  const rest = [...targets].filter((t) => !order.includes(t)).sort();
+  const placed = new Set(order);
+  const rest = [...targets]
+    .filter((t) => !placed.has(t))
+    .sort((a, b) => rank(a) - rank(b) || (a < b ? -1 : a > b ? 1 : 0));
   return [...order, ...rest];
 }
 

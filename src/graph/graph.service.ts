@@ -393,7 +393,9 @@ export class GraphService implements StateWriteHook, OnModuleInit {
       if (targets.has(c)) (byConsumer.get(c) ?? byConsumer.set(c, []).get(c)!).push(i);
     });
     const items: StaleItemView[] = [];
-    for (const k of dependencyOrder(targets, edges)) {
+    // In a cycle there is no right order: the states with a stale input go first.
+    const rank = (k: string) => (analysis.status.get(k) === 'red' ? 0 : 1);
+    for (const k of dependencyOrder(targets, edges, rank)) {
       const inputs: InputView[] = [];
       for (const i of byConsumer.get(k) ?? []) {
         const v = analysis.edges.get(edges[i].id);

@@ -8,7 +8,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { freshServerEnv } from '../support/database';
-import { RunningServer, spawnServer } from '../support/server';
+import { runCli, RunningServer, spawnServer } from '../support/server';
 
 jest.setTimeout(120_000);
 
@@ -441,6 +441,47 @@ describe('dependency graph', () => {
       expect(stale.items.map((i) => i.unit).sort()).toEqual(['loop/a', 'loop/b']);
       expect(stale.cycles).toHaveLength(1);
       expect((await status('loop/a')).cycles).toHaveLength(1);
+    });
+  });
+
+  describe('the CLI', () => {
+    const cli = (...args: string[]) =>
+      runCli(args, { STATEHOUSE_SERVER: server.url, STATEHOUSE_TOKEN: server.token });
+
+    it('statehouse unit status: the colour, the inputs and why; exit 0 green, 4 red, 3 yellow', async () => {
+      const green = await cli('unit', 'status', 'apps/web');
+      expect(green).toMatchObject({ code: 0 });
+      expect(green.output).toMatch(/^apps\/web: green/m);
+      expect(green.output).toContain('platform/network');
+      const red = await cli('unit', 'status', 'loop/b');
+      expect(red.code).toBe(4);
+      expect(red.output).toMatch(/loop\/b: red/);
+      expect(red.output).toMatch(/stale: a changed since version 2/);
+      const yellow = await cli('unit', 'status', 'loop/a');
+      expect(yellow.code).toBe(3);
+      expect(yellow.output).toMatch(/red upstream: loop\/b/);
+      const json = await cli('unit', 'status', 'loop/b', '--json');
+      expect(JSON.parse(json.output)).toMatchObject({ unit: 'loop/b', status: 'red' });
+      expect((await cli('unit', 'status', 'no/such')).code).toBe(1);
+    });
+
+    it('statehouse graph (table, json, dot, mermaid) and statehouse graph stale', async () => {
+      const t = await cli('graph', '--prefix', 'apps/web');
+      expect(t.code).toBe(0);
+      expect(t.output).toMatch(/PRODUCER\s+CONSUMER/);
+      expect(t.output).toMatch(/platform\/network\s+apps\/web\s+green/);
+      const j = await cli('graph', '--prefix', 'apps/', '--format', 'json');
+      expect((JSON.parse(j.output) as Graph).edges.length).toBeGreaterThan(1);
+      const dot = await cli('graph', '--prefix', 'loop/', '--format', 'dot');
+      expect(dot.output).toMatch(/^digraph statehouse/);
+      const mermaid = await cli('graph', '--format', 'mermaid');
+      expect(mermaid.output).toMatch(/^flowchart LR/);
+      expect((await cli('graph', '--format', 'svg')).code).toBe(2);
+      const stale = await cli('graph', 'stale');
+      expect(stale.code).toBe(0);
+      expect(stale.output).toMatch(/1\s+loop\/b\s+red\s+loop\/a: stale: a changed since version 2/);
+      expect(stale.output).toMatch(/2\s+loop\/a\s+yellow/);
+      expect(stale.output).toMatch(/cycle: loop\/a -> loop\/b/);
     });
   });
 

@@ -126,6 +126,13 @@ describe('dependency order', () => {
     expect(order.indexOf('net#default')).toBeLessThan(order.indexOf('cluster#default'));
     expect(order.indexOf('cluster#default')).toBeLessThan(order.indexOf('app#default'));
     expect(order.slice(-2)).toEqual(['x#default', 'y#default']);
+    // A rank puts some nodes of a cycle first (the ones with a stale input, say).
+    const ranked = dependencyOrder(
+      new Set(['app#default', 'cluster#default', 'net#default', 'x#default', 'y#default']),
+      edges,
+      (k) => (k === 'y#default' ? 0 : 1),
+    );
+    expect(ranked.slice(-2)).toEqual(['y#default', 'x#default']);
   });
 });
 

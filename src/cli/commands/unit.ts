@@ -199,7 +199,7 @@ async function restore(
   );
 }
 
-export function registerUnitCommands(program: Command): void {
+export function registerUnitCommands(program: Command): Command {
   const unit = program.command('unit').description('units (Terraform states) and their versions');
   const ws = ['-w, --workspace <workspace>', 'workspace', 'default'] as const;
   unit
@@ -248,4 +248,5 @@ export function registerUnitCommands(program: Command): void {
     .option('--lock-id <id>', 'the ID of the lock you hold on the state')
     .option('--json', 'print JSON')
     .action(handled(restore));
+  return unit;
 }
