@@ -302,7 +302,7 @@ export class GraphService implements StateWriteHook, OnModuleInit {
   ): Promise<{ view: GraphView; analysis: Analysis; edges: GraphEdge[] }> {
     const rows = await this.repo.edges('');
     const edges = rows.map(toGraphEdge);
-    const producers = await this.producerStates(rows);
+    const producers = await this.producerStates(rows, true); // every node's current version
     const analysis = analyse([], edges, producers);
     const sees = this.visibility(principal);
     const inPrefix = (n: NodeRef) => n.unit.startsWith(prefix);
@@ -442,9 +442,13 @@ export class GraphService implements StateWriteHook, OnModuleInit {
     return out;
   }
 
-  private async producerStates(rows: EdgeRow[]): Promise<Map<string, ProducerState>> {
+  /** Current versions and output digests of the edges' producers (and consumers: `both`). */
+  private async producerStates(rows: EdgeRow[], both = false): Promise<Map<string, ProducerState>> {
     const wanted = new Map<string, NodeRef>();
-    for (const r of rows) wanted.set(nodeKey(producerOf(r)), producerOf(r));
+    for (const r of rows) {
+      wanted.set(nodeKey(producerOf(r)), producerOf(r));
+      if (both) wanted.set(nodeKey(consumerOf(r)), consumerOf(r));
+    }
     const out = new Map<string, ProducerState>();
     for (const p of await this.repo.producers([...wanted.values()])) {
       out.set(nodeKey(p), { version: p.version, digests: p.output_digests ?? {} });

@@ -206,6 +206,11 @@ describe('dependency graph', () => {
           producerVersion: 1,
         }),
       ]);
+      // every node with its current version, consumers too
+      expect(g.nodes).toEqual([
+        { unit: 'apps/web', workspace: 'default', status: 'green', version: 1 },
+        { unit: 'platform/network', workspace: 'default', status: 'green', version: 1 },
+      ]);
       const s = await status('apps/web');
       expect(s).toMatchObject({ status: 'green', redUpstream: [], cycles: [] });
       expect(s.inputs).toEqual([
