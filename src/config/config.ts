@@ -75,9 +75,18 @@ export interface AppConfig {
     /** Terraform `workspace_key_prefix` values understood in object keys. */
     workspacePrefixes: string[];
   };
+  /**
+   * Testing only: named points where the process kills itself (SIGKILL), to prove what a crash
+   * there leaves behind. Empty in any real deployment.
+   */
+  failpoints: ReadonlySet<Failpoint>;
   /** Settings that were accepted but deserve a word at start (never secrets). */
   warnings: string[];
 }
+
+/** Where `STATEHOUSE_TEST_FAILPOINTS` may kill the process. */
+export const FAILPOINTS = ['write.before-graph', 'write.after-commit'] as const;
+export type Failpoint = (typeof FAILPOINTS)[number];
 
 export class ConfigError extends Error {
   constructor(readonly problems: string[]) {
@@ -106,6 +115,7 @@ const KNOWN = new Set([
   'STATEHOUSE_TRUSTED_PROXIES',
   'STATEHOUSE_PUBLIC_URL',
   'STATEHOUSE_ALIASES',
+  'STATEHOUSE_TEST_FAILPOINTS',
   'STATEHOUSE_BOOTSTRAP_TOKEN',
   'STATEHOUSE_BOOTSTRAP_TOKEN_FILE',
   'STATEHOUSE_AUTH_DISABLE',
@@ -435,6 +445,19 @@ export function loadConfig(env: Env = process.env): AppConfig {
       }
     }
   }
+  const failpoints = new Set<Failpoint>();
+  for (const f of list('STATEHOUSE_TEST_FAILPOINTS', '')) {
+    if ((FAILPOINTS as readonly string[]).includes(f)) failpoints.add(f as Failpoint);
+    else
+      problems.push(
+        `STATEHOUSE_TEST_FAILPOINTS: "${f}" is not one of ${FAILPOINTS.join(', ')} (testing only)`,
+      );
+  }
+  if (failpoints.size > 0) {
+    warnings.push(
+      `STATEHOUSE_TEST_FAILPOINTS is set (${[...failpoints].join(', ')}): this process kills itself there. Testing only.`,
+    );
+  }
   const buckets = list('STATEHOUSE_S3_DOOR_BUCKETS', 'tfstate');
   for (const b of buckets) {
     if (!/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/.test(b)) {
@@ -479,6 +502,7 @@ export function loadConfig(env: Env = process.env): AppConfig {
     sts: { kid: stsKid, hmacKeys, ttlSeconds: stsTtlSeconds },
     authRateLimitPerMinute,
     s3Door: { buckets, workspacePrefixes },
+    failpoints,
     warnings,
   };
 }

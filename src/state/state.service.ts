@@ -4,7 +4,7 @@ import { Readable } from 'node:stream';
 import { EntityManager } from 'typeorm';
 import { AuditService, SecurityEventInput } from '../audit/audit.service';
 import { Principal } from '../auth/principal';
-import { APP_CONFIG, AppConfig } from '../config/config';
+import { APP_CONFIG, AppConfig, Failpoint } from '../config/config';
 import { DomainError, HeldLock } from '../common/errors';
 import { assertUnitName } from '../common/names';
 import { feed } from '../common/streams';
@@ -342,12 +342,14 @@ export class StateService {
       const outcome = await this.repo.transaction(async (m) => {
         const result = await this.commitWrite(m, req, key, digest.inspected, digest);
         if (result.created) {
+          this.failpoint('write.before-graph');
           for (const [i, h] of this.hooks.all.entries()) {
             await h.apply(m, { ...ctx, version: result.version }, prepared[i]);
           }
         }
         return result;
       });
+      if (outcome.created) this.failpoint('write.after-commit');
       if (!outcome.created) await this.deleteBlobs([key]);
       await this.deleteBlobs(outcome.pruned);
       return { created: outcome.created, version: versionView(outcome.version) };
@@ -792,6 +794,11 @@ export class StateService {
     );
     await this.deleteBlobs(result.pruned);
     return { created: result.created, version: versionView(result.version) };
+  }
+
+  /** Testing only (STATEHOUSE_TEST_FAILPOINTS): a crash right here, as a power cut would be. */
+  private failpoint(name: Failpoint): void {
+    if (this.config.failpoints.has(name)) process.kill(process.pid, 'SIGKILL');
   }
 
   /**

@@ -408,3 +408,38 @@ describe('Secret', () => {
     expect(Object.values(secret)).not.toContain(VALUE);
   });
 });
+
+describe('graph and testing settings', () => {
+  it('STATEHOUSE_ALIASES unset: localhost and 127.0.0.1 at PORT, and the listening port later', () => {
+    const c = loadConfig({ PORT: '9000' });
+    expect(c.aliases).toEqual(['http://localhost:9000', 'http://127.0.0.1:9000']);
+    expect(c.defaultAliases).toBe(true);
+  });
+
+  it('STATEHOUSE_ALIASES: comma-separated base URLs, trailing slashes dropped', () => {
+    const c = loadConfig({
+      STATEHOUSE_ALIASES: 'https://statehouse.internal:8443/, http://10.0.0.5:8080',
+    });
+    expect(c.aliases).toEqual(['https://statehouse.internal:8443', 'http://10.0.0.5:8080']);
+    expect(c.defaultAliases).toBe(false);
+  });
+
+  it.each(['statehouse.internal', 'ftp://x', 'https://u:p@x', 'https://x/?a=1'])(
+    'refuses the alias %s, naming it',
+    (alias) => {
+      expect(configError({ STATEHOUSE_ALIASES: alias }).message).toContain(
+        `STATEHOUSE_ALIASES: "${alias}"`,
+      );
+    },
+  );
+
+  it('test failpoints: off by default; known names accepted with a warning; others refused', () => {
+    expect(loadConfig({}).failpoints.size).toBe(0);
+    const c = loadConfig({ STATEHOUSE_TEST_FAILPOINTS: 'write.after-commit' });
+    expect([...c.failpoints]).toEqual(['write.after-commit']);
+    expect(c.warnings.join('\n')).toMatch(/kills itself there\. Testing only/);
+    expect(configError({ STATEHOUSE_TEST_FAILPOINTS: 'somewhere' }).message).toContain(
+      'write.before-graph, write.after-commit',
+    );
+  });
+});
