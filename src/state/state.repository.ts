@@ -440,6 +440,17 @@ export class StateRepository {
   }
 
   /** Live units by name, `prefix` filtered, after `cursor` (keyset pagination). */
+  /**
+   * A purged consumer reads nothing any more: its edges in the dependency graph go with it
+   * (edges *from* it stay, and read as `unknown`).
+   */
+  async forgetConsumer(m: EntityManager, unit: string, workspace?: string): Promise<void> {
+    await m.query(
+      `DELETE FROM graph_edges WHERE consumer_unit = $1 AND ($2::text IS NULL OR consumer_workspace = $2)`,
+      [unit, workspace ?? null],
+    );
+  }
+
   async listUnits(prefix: string, after: string | undefined, limit: number): Promise<UnitRow[]> {
     return await sqlRows<UnitRow>(
       this.db.manager,

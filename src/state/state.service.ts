@@ -274,6 +274,7 @@ export class StateService {
               `unit ${name} must be deleted before it is purged`,
             );
           }
+          await this.repo.forgetConsumer(m, name);
           return this.repo.purgeUnit(m, unit.id);
         }
         const state = await this.repo.findState(m, unit.id, workspace);
@@ -291,6 +292,7 @@ export class StateService {
             `the state of ${name} (workspace ${workspace}) is locked`,
           );
         }
+        await this.repo.forgetConsumer(m, name, workspace);
         return this.repo.purgeState(m, state.id);
       },
     );

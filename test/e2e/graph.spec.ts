@@ -337,6 +337,15 @@ describe('dependency graph', () => {
       expect(s.status).toBe('green');
       expect(s.inputs.map((i) => i.status)).toEqual(['unknown']);
     });
+
+    it('a purged consumer takes its edges with it', async () => {
+      const unit = encodeURIComponent('apps/old');
+      expect((await graph('?prefix=apps/old')).edges).toHaveLength(1);
+      expect((await api('DELETE', `/v1/units/${unit}`)).status).toBe(204);
+      expect((await graph('?prefix=apps/old')).edges).toHaveLength(1); // deleted: restorable
+      expect((await api('POST', `/v1/units/${unit}/purge`)).status).toBe(204);
+      expect((await graph('?prefix=apps/old')).edges).toEqual([]);
+    });
   });
 
   describe('declared edges', () => {
