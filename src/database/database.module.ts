@@ -6,12 +6,16 @@ import { EmbeddedPostgres } from './embedded-postgres';
 import { migrateUnderLock } from './migrator';
 import { SharedSecrets } from './shared-secrets.service';
 
+/** How often the embedded database's statistics are refreshed (it has no autovacuum). */
+const EMBEDDED_ANALYZE_EVERY_MS = 15 * 60_000;
+
 /** Owns the database connection for the life of the process. */
 @Injectable()
 export class DatabaseHandle implements OnApplicationShutdown {
   private readonly logger = new Logger('database');
   dataSource!: DataSource;
   private embedded?: EmbeddedPostgres;
+  private analyzeTimer?: NodeJS.Timeout;
 
   constructor(@Inject(APP_CONFIG) private readonly config: AppConfig) {}
 
@@ -28,6 +32,12 @@ export class DatabaseHandle implements OnApplicationShutdown {
       await this.dataSource.initialize();
       const applied = await migrateUnderLock(this.dataSource);
       if (applied.length > 0) this.logger.log(`applied migrations: ${applied.join(', ')}`);
+      if (this.embedded) {
+        // PGlite runs no autovacuum: without statistics the planner guesses, sometimes badly.
+        await this.analyze();
+        this.analyzeTimer = setInterval(() => void this.analyze(), EMBEDDED_ANALYZE_EVERY_MS);
+        this.analyzeTimer.unref();
+      }
       return this.dataSource;
     } catch (e) {
       await this.onApplicationShutdown();
@@ -35,7 +45,18 @@ export class DatabaseHandle implements OnApplicationShutdown {
     }
   }
 
+  private async analyze(): Promise<void> {
+    const started = Date.now();
+    try {
+      await this.dataSource.query('ANALYZE');
+      this.logger.debug(`ANALYZE took ${Date.now() - started} ms`);
+    } catch (e) {
+      this.logger.warn(`ANALYZE failed: ${(e as Error).message}`);
+    }
+  }
+
   async onApplicationShutdown(): Promise<void> {
+    if (this.analyzeTimer) clearInterval(this.analyzeTimer);
     if (this.dataSource?.isInitialized) await this.dataSource.destroy();
     if (this.embedded) {
       await this.embedded.stop();

@@ -178,15 +178,25 @@ export function dependencyOrder(
     .map(([k]) => k)
     .sort();
   const order: string[] = [];
+  // `ready` is kept sorted, descending, so the next node (smallest name) pops off the end.
+  ready.reverse();
   while (ready.length > 0) {
-    const k = ready.shift()!;
+    const k = ready.pop()!;
     order.push(k);
     for (const c of out.get(k) ?? []) {
       const d = indeg.get(c)! - 1;
       indeg.set(c, d);
-      if (d === 0) ready.push(c);
+      if (d === 0) {
+        let lo = 0;
+        let hi = ready.length;
+        while (lo < hi) {
+          const mid = (lo + hi) >> 1;
+          if (ready[mid] > c) lo = mid + 1;
+          else hi = mid;
+        }
+        ready.splice(lo, 0, c);
+      }
     }
-    ready.sort();
   }
   const placed = new Set(order);
   const rest = [...targets]

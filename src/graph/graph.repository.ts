@@ -86,43 +86,52 @@ export class GraphRepository {
     edges: DiscoveredEdge[],
     subject: string,
   ): Promise<void> {
-    const keep: string[] = [];
-    for (const e of edges) {
-      const rows = await sqlRows<{ id: string }>(
-        m,
-        `INSERT INTO graph_edges AS g (producer_unit, producer_workspace, consumer_unit, consumer_workspace,
-                                       source, name, recorded, producer_version, created_by)
-         VALUES ($1, $2, $3, $4, 'discovered', $5, $6::jsonb,
-                 -- the newest version of the producer whose outputs are the ones read
-                 (SELECT v.version FROM units u
-                    JOIN states s ON s.unit_id = u.id AND s.workspace = $2
-                    JOIN versions v ON v.state_id = s.id
-                   WHERE u.name = $1 AND u.deleted_at IS NULL
-                     AND coalesce((SELECT jsonb_object_agg(k, v.output_digests -> k)
-                                     FROM jsonb_object_keys($6::jsonb) AS k), '{}'::jsonb) = $6::jsonb
-                   ORDER BY v.version DESC LIMIT 1),
-                 $7)
-         ON CONFLICT (consumer_unit, consumer_workspace, source, name, producer_unit, producer_workspace)
-         DO UPDATE SET recorded = EXCLUDED.recorded, producer_version = EXCLUDED.producer_version,
-                       recorded_at = now()
-         RETURNING id`,
-        [
-          e.producer.unit,
-          e.producer.workspace,
-          consumer.unit,
-          consumer.workspace,
-          e.name,
-          JSON.stringify(e.recorded),
-          subject,
-        ],
-      );
-      keep.push(rows[0].id);
-    }
+    // One statement for all of them (a state may read fifty others), then one delete.
+    const kept =
+      edges.length === 0
+        ? []
+        : await sqlRows<{ id: string }>(
+            m,
+            `INSERT INTO graph_edges AS g (producer_unit, producer_workspace, consumer_unit,
+                                           consumer_workspace, source, name, recorded,
+                                           producer_version, created_by)
+             SELECT x.unit, x.workspace, $2, $3, 'discovered', x.name, x.recorded,
+                    -- the newest version of the producer whose outputs are the ones read
+                    (SELECT v.version
+                       FROM units u
+                       JOIN states s ON s.unit_id = u.id AND s.workspace = x.workspace
+                       JOIN versions v ON v.state_id = s.id
+                      WHERE u.name = x.unit AND u.deleted_at IS NULL
+                        AND coalesce((SELECT jsonb_object_agg(k, v.output_digests -> k)
+                                        FROM jsonb_object_keys(x.recorded) AS k), '{}'::jsonb)
+                            = x.recorded
+                      ORDER BY v.version DESC LIMIT 1),
+                    $4
+               FROM jsonb_to_recordset($1::jsonb)
+                    AS x(unit text, workspace text, name text, recorded jsonb)
+             ON CONFLICT (consumer_unit, consumer_workspace, source, name, producer_unit, producer_workspace)
+             DO UPDATE SET recorded = EXCLUDED.recorded, producer_version = EXCLUDED.producer_version,
+                           recorded_at = now()
+             RETURNING id`,
+            [
+              JSON.stringify(
+                edges.map((e) => ({
+                  unit: e.producer.unit,
+                  workspace: e.producer.workspace,
+                  name: e.name,
+                  recorded: e.recorded,
+                })),
+              ),
+              consumer.unit,
+              consumer.workspace,
+              subject,
+            ],
+          );
     await m.query(
       `DELETE FROM graph_edges
         WHERE consumer_unit = $1 AND consumer_workspace = $2 AND source = 'discovered'
           AND NOT (id = ANY($3::uuid[]))`,
-      [consumer.unit, consumer.workspace, keep],
+      [consumer.unit, consumer.workspace, kept.map((r) => r.id)],
     );
   }
 
@@ -226,34 +235,59 @@ export class GraphRepository {
     if (nodes.length === 0) return [];
     return sqlRows<ProducerRow>(
       this.db.manager,
-      `SELECT u.name AS unit, s.workspace, v.version, v.output_digests
+      // One index lookup per node (LATERAL): a plain join lets the planner, without table
+      // statistics (the embedded database has no autovacuum), join every node to every state
+      // of the workspace first — seconds instead of milliseconds at 2,000 units.
+      `SELECT n.unit, n.workspace, v.version, v.output_digests
          FROM unnest($1::text[], $2::text[]) AS n(unit, workspace)
-         JOIN units u ON u.name = n.unit AND u.deleted_at IS NULL
-         JOIN states s ON s.unit_id = u.id AND s.workspace = n.workspace AND s.deleted_at IS NULL
-         JOIN versions v ON v.id = s.current_version_id`,
+         CROSS JOIN LATERAL (
+           SELECT s.current_version_id
+             FROM units u
+             JOIN states s ON s.unit_id = u.id AND s.workspace = n.workspace AND s.deleted_at IS NULL
+            WHERE u.name = n.unit AND u.deleted_at IS NULL
+            OFFSET 0
+         ) cur
+         JOIN versions v ON v.id = cur.current_version_id`,
       [nodes.map((n) => n.unit), nodes.map((n) => n.workspace)],
     );
   }
 
   /**
-   * A producer's versions after `after` (oldest first, at most `limit`), with their output
-   * digests: where an edge went stale is the first of them whose outputs differ.
+   * For each stale edge: the first producer version after `after` in which one of the outputs
+   * in `recorded` (the changed ones, with what the consumer read; null: never read) differs.
+   * One statement for all of them; null where no kept version does.
    */
-  async versionsAfter(
-    producer: NodeRef,
-    after: number,
-    limit: number,
-  ): Promise<{ version: number; output_digests: Record<string, string> | null }[]> {
-    return sqlRows(
+  async staleSince(
+    edges: { producer: NodeRef; after: number; recorded: Record<string, string | null> }[],
+  ): Promise<(number | null)[]> {
+    if (edges.length === 0) return [];
+    const rows = await sqlRows<{ i: number; since: number | null }>(
       this.db.manager,
-      `SELECT v.version, v.output_digests
-         FROM units u
-         JOIN states s ON s.unit_id = u.id AND s.workspace = $2
-         JOIN versions v ON v.state_id = s.id
-        WHERE u.name = $1 AND v.version > $3
-        ORDER BY v.version
-        LIMIT $4`,
-      [producer.unit, producer.workspace, after, limit],
+      `SELECT x.i,
+              (SELECT min(v.version)
+                 FROM units u
+                 JOIN states s ON s.unit_id = u.id AND s.workspace = x.workspace
+                 JOIN versions v ON v.state_id = s.id AND v.version > x.after
+                WHERE u.name = x.unit
+                  AND EXISTS (SELECT 1 FROM jsonb_each_text(x.recorded) r
+                               WHERE (v.output_digests ->> r.key) IS DISTINCT FROM r.value)
+              ) AS since
+         FROM jsonb_to_recordset($1::jsonb)
+              AS x(i int, unit text, workspace text, after int, recorded jsonb)`,
+      [
+        JSON.stringify(
+          edges.map((e, i) => ({
+            i,
+            unit: e.producer.unit,
+            workspace: e.producer.workspace,
+            after: e.after,
+            recorded: e.recorded,
+          })),
+        ),
+      ],
     );
+    const out: (number | null)[] = edges.map(() => null);
+    for (const r of rows) out[r.i] = r.since === null ? null : Number(r.since);
+    return out;
   }
 }

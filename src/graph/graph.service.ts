@@ -93,8 +93,6 @@ export interface StaleView {
 const OUTPUT_NAME = /^[A-Za-z_][A-Za-z0-9_-]{0,127}$/;
 const LABEL = /^[A-Za-z0-9_.:-]{1,128}$/;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-/** How many later producer versions are searched for where an edge went stale. */
-const SINCE_SEARCH = 1000;
 
 const refOf = (k: string): NodeRef => {
   const at = k.lastIndexOf('#');
@@ -350,11 +348,17 @@ export class GraphService implements StateWriteHook, OnModuleInit {
     const analysis = analyse([nodeKey(node)], edges, producers);
     const sees = this.visibility(principal);
     const key = nodeKey(node);
-    const inputs: InputView[] = [];
+    const found: { view: InputView; edge: GraphEdge; row: EdgeRow }[] = [];
     for (const [i, e] of edges.entries()) {
       if (nodeKey(e.consumer) !== key) continue;
-      inputs.push(await this.inputView(e, rows[i], analysis.edges.get(e.id), sees));
+      found.push({
+        view: await this.inputView(e, analysis.edges.get(e.id), sees),
+        edge: e,
+        row: rows[i],
+      });
     }
+    await this.fillStaleSince(found);
+    const inputs = found.map((x) => x.view);
     const redUpstream: NodeRef[] = [];
     let hiddenRedUpstream = 0;
     const status = analysis.status.get(key) ?? 'green';
@@ -393,6 +397,7 @@ export class GraphService implements StateWriteHook, OnModuleInit {
       if (targets.has(c)) (byConsumer.get(c) ?? byConsumer.set(c, []).get(c)!).push(i);
     });
     const items: StaleItemView[] = [];
+    const all: { view: InputView; edge: GraphEdge; row: EdgeRow }[] = [];
     // In a cycle there is no right order: the states with a stale input go first.
     const rank = (k: string) => (analysis.status.get(k) === 'red' ? 0 : 1);
     for (const k of dependencyOrder(targets, edges, rank)) {
@@ -400,10 +405,13 @@ export class GraphService implements StateWriteHook, OnModuleInit {
       for (const i of byConsumer.get(k) ?? []) {
         const v = analysis.edges.get(edges[i].id);
         if (v?.status !== 'stale') continue;
-        inputs.push(await this.inputView(edges[i], rows[i], v, sees));
+        const view = await this.inputView(edges[i], v, sees);
+        all.push({ view, edge: edges[i], row: rows[i] });
+        inputs.push(view);
       }
       items.push({ ...refOf(k), status: analysis.status.get(k) as 'red' | 'yellow', inputs });
     }
+    await this.fillStaleSince(all);
     return {
       items,
       cycles: await this.visibleCycles(analysis.cycles, sees, (c) => c.some((k) => targets.has(k))),
@@ -456,34 +464,39 @@ export class GraphService implements StateWriteHook, OnModuleInit {
     return out;
   }
 
+  /** An input as answers show it (`staleSince` is filled in by `fillStaleSince`). */
   private async inputView(
     e: GraphEdge,
-    row: EdgeRow,
     v: EdgeVerdict | undefined,
     sees: (n: NodeRef) => Promise<boolean>,
   ): Promise<InputView> {
     const visible = await sees(e.producer);
-    const status = v?.status ?? 'unknown';
     return {
       edge: visible ? e.id : null,
       producer: visible ? e.producer : { hidden: true },
       source: e.source,
       name: visible ? e.name : null,
-      status,
+      status: v?.status ?? 'unknown',
       changed: visible ? (v?.changed ?? []) : [],
-      staleSince:
-        visible && status === 'stale' ? await this.staleSince(e, row, v?.changed ?? []) : null,
+      staleSince: null,
     };
   }
 
-  /** The first producer version after the one read whose outputs (those that changed) differ. */
-  private async staleSince(e: GraphEdge, row: EdgeRow, changed: string[]): Promise<number | null> {
-    if (row.producer_version === null) return null;
-    for (const v of await this.repo.versionsAfter(e.producer, row.producer_version, SINCE_SEARCH)) {
-      const d = v.output_digests ?? {};
-      if (changed.some((n) => d[n] !== e.recorded[n])) return v.version;
-    }
-    return null;
+  /** Where each visible stale input went stale: the first producer version that differs. */
+  private async fillStaleSince(
+    inputs: { view: InputView; edge: GraphEdge; row: EdgeRow }[],
+  ): Promise<void> {
+    const todo = inputs.filter(
+      (x) => x.view.status === 'stale' && x.view.edge !== null && x.row.producer_version !== null,
+    );
+    const since = await this.repo.staleSince(
+      todo.map((x) => ({
+        producer: x.edge.producer,
+        after: x.row.producer_version as number,
+        recorded: Object.fromEntries(x.view.changed.map((n) => [n, x.edge.recorded[n] ?? null])),
+      })),
+    );
+    todo.forEach((x, i) => (x.view.staleSince = since[i]));
   }
 }
 
