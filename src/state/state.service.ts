@@ -340,14 +340,12 @@ export class StateService {
         workspace: req.workspace,
         inspected: digest.inspected,
       };
-      const prepared = await Promise.all(this.hooks.all.map((h) => h.prepare(ctx)));
+      const prepared = await this.hooks.prepareAll(ctx);
       const outcome = await this.repo.transaction(async (m) => {
         const result = await this.commitWrite(m, req, key, digest.inspected, digest);
         if (result.created) {
           this.failpoint('write.before-graph');
-          for (const [i, h] of this.hooks.all.entries()) {
-            await h.apply(m, { ...ctx, version: result.version }, prepared[i]);
-          }
+          await this.hooks.applyAll(m, { ...ctx, version: result.version }, prepared);
         }
         return result;
       });
@@ -746,7 +744,7 @@ export class StateService {
       workspace: addr.workspace,
       inspected: stored.inspected,
     };
-    const prepared = ctx ? await Promise.all(this.hooks.all.map((h) => h.prepare(ctx))) : [];
+    const prepared = ctx ? await this.hooks.prepareAll(ctx) : [];
     const result = await this.audited(
       (r: { created: boolean; version: VersionRow }) => ({
         type: 'state.restore' as const,
@@ -783,9 +781,7 @@ export class StateService {
         });
         await this.repo.setCurrent(m, state.id, version.id);
         if (ctx && stored?.sha256 === source.sha256) {
-          for (const [i, h] of this.hooks.all.entries()) {
-            await h.apply(m, { ...ctx, version }, prepared[i]);
-          }
+          await this.hooks.applyAll(m, { ...ctx, version }, prepared);
         }
         const pruned =
           this.config.maxVersions > 0
@@ -811,7 +807,7 @@ export class StateService {
     addr: StateAddress,
     n: number,
   ): Promise<{ inspected: InspectedState; sha256: string } | undefined> {
-    if (this.hooks.all.length === 0) return undefined;
+    if (!this.hooks.any) return undefined;
     try {
       const m = this.repo.manager;
       const unit = await this.repo.findUnit(m, addr.unit);

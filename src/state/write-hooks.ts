@@ -33,7 +33,21 @@ export class StateWriteHooks {
     this.hooks.push(hook);
   }
 
-  get all(): readonly StateWriteHook[] {
-    return this.hooks;
+  get any(): boolean {
+    return this.hooks.length > 0;
+  }
+
+  /** Every hook's preparation, before the write's transaction. */
+  prepareAll(ctx: WriteContext): Promise<unknown[]> {
+    return Promise.all(this.hooks.map((h) => h.prepare(ctx)));
+  }
+
+  /** Inside the write's transaction, once the new version is current. */
+  async applyAll(
+    m: EntityManager,
+    ctx: WriteContext & { version: VersionRow },
+    prepared: unknown[],
+  ): Promise<void> {
+    for (const [i, h] of this.hooks.entries()) await h.apply(m, ctx, prepared[i]);
   }
 }

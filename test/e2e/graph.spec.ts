@@ -285,6 +285,16 @@ describe('dependency graph', () => {
       expect(g.edges.find((e) => e.name === 'network')?.producerVersion).toBe(3);
     });
 
+    it('restoring a consumer version brings back what that version read', async () => {
+      const web = encodeURIComponent('apps/web');
+      // version 1 read vpc-1: restored, the edge is stale again
+      expect((await api('POST', `/v1/units/${web}/versions/1/restore`)).status).toBe(200);
+      expect((await status('apps/web')).status).toBe('red');
+      // version 2 read vpc-2: restored, current again
+      expect((await api('POST', `/v1/units/${web}/versions/2/restore`)).status).toBe(200);
+      expect((await status('apps/web')).status).toBe('green');
+    });
+
     it('an s3 backend config (endpoint, bucket, key, workspace) is recognised too', async () => {
       expect(await write('platform/dns', { zone: 'Z1' })).toBe(200);
       const status200 = await write('apps/mail', { mx: 'mx1' }, [
