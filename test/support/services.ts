@@ -13,6 +13,7 @@ import { LocksService } from '../../src/locks/locks.service';
 import { AuthorizationService } from '../../src/rbac/authorization.service';
 import { RbacCache } from '../../src/rbac/rbac-cache';
 import { RbacRepository } from '../../src/rbac/rbac.repository';
+import { RbacService } from '../../src/rbac/rbac.service';
 import { StateRepository } from '../../src/state/state.repository';
 import { StateService } from '../../src/state/state.service';
 import { OutputDigester } from '../../src/state/output-digester';
@@ -55,6 +56,9 @@ export interface Services {
   locks: LocksService;
   audit: RecordingAudit;
   blobs: BlobStore;
+  authz: AuthorizationService;
+  /** Rules for the tests that need them (sharing the decisions' cache, as in the app). */
+  rbac: RbacService;
 }
 
 /** The state and lock services wired by hand over a real database, for db-tier tests. */
@@ -71,7 +75,9 @@ export function buildServices(
   });
   const repo = new StateRepository(ds);
   const audit = new RecordingAudit();
-  const authz = new AuthorizationService(new RbacRepository(ds), new RbacCache(config), audit);
+  const rbacRepo = new RbacRepository(ds);
+  const cache = new RbacCache(config);
+  const authz = new AuthorizationService(rbacRepo, cache, audit);
   const digester = OutputDigester.withKey(Buffer.alloc(32, 7));
   const states = new StateService(
     repo,
@@ -83,7 +89,8 @@ export function buildServices(
     new StateWriteHooks(),
   );
   const locks = new LocksService(new LockRepository(ds), states, authz, audit);
-  return { config, repo, states, locks, audit, blobs };
+  const rbac = new RbacService(rbacRepo, authz, cache, audit);
+  return { config, repo, states, locks, audit, blobs, authz, rbac };
 }
 
 /** A Terraform v4 state body (pretty-printed like Terraform writes it). */
