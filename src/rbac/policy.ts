@@ -5,6 +5,8 @@ import { Action } from './actions';
  * is a deny. Resources are unit names matched by glob patterns — `*` within one segment, `**`
  * across segments, every other character literal — compiled to segment matchers, never to a
  * regular expression built from user input (no regex injection, no catastrophic backtracking).
+ * An action on a whole unit (`UNIT_WIDE_OPERATIONS`) is decided by `decideUnitWide`: it needs an
+ * allow for the unit itself and no deny in any of the unit's workspaces.
  */
 export type Effect = 'allow' | 'deny';
 

@@ -15,7 +15,15 @@ import { Action } from '../../src/rbac/actions';
 import { RuleInput } from '../../src/rbac/rbac.service';
 import { MemoryBlobStore } from '../../src/storage/memory-blob.store';
 import { ON_POSTGRES, openTestDatabase, TestDatabase } from '../support/database';
-import { ADMIN, body, buildServices, readAll, Services, tfState } from '../support/services';
+import {
+  ADMIN,
+  body,
+  buildServices,
+  failure,
+  readAll,
+  Services,
+  tfState,
+} from '../support/services';
 
 jest.setTimeout(120_000);
 
@@ -24,16 +32,6 @@ const svc = (name: string): Principal => ({
   kind: 'service',
   via: 'api-token',
 });
-
-async function failure(p: Promise<unknown>): Promise<DomainError> {
-  try {
-    await p;
-  } catch (e) {
-    if (e instanceof DomainError) return e;
-    throw e;
-  }
-  throw new Error('expected a DomainError, got success');
-}
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 

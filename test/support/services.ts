@@ -7,6 +7,7 @@ import { DataSource } from 'typeorm';
 import { AuditService } from '../../src/audit/audit.service';
 import { SecurityEvent } from '../../src/audit/security-event';
 import { Principal } from '../../src/auth/principal';
+import { DomainError } from '../../src/common/errors';
 import { AppConfig, loadConfig } from '../../src/config/config';
 import { LockRepository } from '../../src/locks/lock.repository';
 import { LocksService } from '../../src/locks/locks.service';
@@ -121,6 +122,17 @@ export function tfState(
 
 export function body(text: string | Buffer): Readable {
   return Readable.from([Buffer.isBuffer(text) ? text : Buffer.from(text)]);
+}
+
+/** The DomainError a promise rejects with; fails the test when it resolves. */
+export async function failure(p: Promise<unknown>): Promise<DomainError> {
+  try {
+    await p;
+  } catch (e) {
+    if (e instanceof DomainError) return e;
+    throw e;
+  }
+  throw new Error('expected a DomainError, got success');
 }
 
 export async function readAll(stream: Readable): Promise<Buffer> {
