@@ -171,6 +171,8 @@ export class AuditService implements OnModuleInit, OnApplicationShutdown {
     const ctx = currentRequestContext();
     return {
       ...input,
+      // An event names its door, or takes the request's (reads, refusals, sign-ins, RBAC).
+      door: input.door ?? ctx?.door,
       requestId: ctx?.requestId,
       clientIp: ctx?.clientIp,
       at: new Date().toISOString(),

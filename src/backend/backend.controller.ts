@@ -6,6 +6,7 @@ import type { Principal } from '../auth/principal';
 import { DomainError } from '../common/errors';
 import { assertWorkspace, unitNameFromRawPath } from '../common/names';
 import { declaredLength, headerValue, readSmallBody } from '../common/raw-body';
+import { ThroughDoor } from '../common/request-context';
 import { sendState } from '../common/state-response';
 import { lockIdFromBody, MAX_LOCK_INFO_BYTES } from '../locks/lock-info';
 import { LocksService } from '../locks/locks.service';
@@ -27,6 +28,7 @@ function backendQuery(req: Request): URLSearchParams {
  * decoded wildcard. Documented in the README (Swagger has no LOCK/UNLOCK).
  */
 @ApiExcludeController()
+@ThroughDoor('http')
 @AllowBasicAuth()
 @UseFilters(BackendExceptionFilter)
 @Controller('v1/backend')

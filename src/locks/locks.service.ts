@@ -211,13 +211,13 @@ export class LocksService {
     return lockView(addr.unit, addr.workspace, await this.holder(addr, principal));
   }
 
-  /** Held locks the caller may read, with their age. */
+  /** Held locks the caller may read (`unit.read` in that workspace, as for GET /lock), with their age. */
   async list(principal: Principal): Promise<LockView[]> {
     const rows = await this.locks.list();
     const now = Date.now();
     const out: LockView[] = [];
     for (const r of rows) {
-      if (await this.states.canSee(principal, { unit: r.unit, workspace: r.workspace })) {
+      if (await this.authz.can(principal, 'unit.read', { unit: r.unit, workspace: r.workspace })) {
         out.push(
           lockView(
             r.unit,

@@ -3,7 +3,7 @@ import { ApiExcludeController } from '@nestjs/swagger';
 import type { Request, Response } from 'express';
 import { pipeline } from 'node:stream/promises';
 import { SelfAuthenticated } from '../auth/auth.decorators';
-import { currentRequestContext } from '../common/request-context';
+import { currentRequestContext, ThroughDoor } from '../common/request-context';
 import { S3AuthService, S3Caller } from './s3-auth.service';
 import { S3Error } from './s3-errors';
 import { S3ExceptionFilter } from './s3-exception.filter';
@@ -40,6 +40,7 @@ const UNSUPPORTED = [
  * anything else is looked at. Documented in the README (not in the OpenAPI spec).
  */
 @ApiExcludeController()
+@ThroughDoor('s3')
 @SelfAuthenticated()
 @UseFilters(S3ExceptionFilter)
 @Controller()
