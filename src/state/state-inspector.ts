@@ -14,8 +14,9 @@
  * - What Terraform cannot write and PostgreSQL cannot store is refused, and only that: an
  *   escaped UTF-16 surrogate that is not part of a pair (`"\ud800"`, which the JSON grammar
  *   allows) anywhere in the body — Go, which writes every state, has no such strings — and a
- *   NUL character in `lineage`, `terraform_version`, an output's name or its `type`. A NUL
- *   inside a value (`base64decode("AA==")` writes one) is accepted.
+ *   NUL character in `lineage`, `terraform_version`, an output's name or a type name in its
+ *   `type`. A NUL inside a value (`base64decode("AA==")` writes one), and so in the attribute
+ *   names of an object type (its map keys), is accepted.
  * - A UTF-8 byte order mark is refused (RFC 8259 §8.1 says not to add one).
  * - Nesting deeper than 10000 levels is refused: Go's encoding/json (which Terraform and
  *   OpenTofu use to read state) stops at that depth, and it bounds this parser's memory.
@@ -269,18 +270,19 @@ const hasOwn = (o: object, k: string): boolean => Object.prototype.hasOwnPropert
 const nulIn = (what: string): string =>
   `state has a NUL character in ${what}, which Terraform cannot write and the server cannot store`;
 
-/** True when a string or member name anywhere in a parsed JSON value holds a NUL. */
-function holdsNul(value: unknown): boolean {
-  const pending = [value];
+/**
+ * True when a type name inside an output's `type` holds a NUL. Member names do not count: they
+ * are object attribute names, which Terraform takes from map keys (`{ "k\u0000" = 1 }` gives
+ * `["object",{"k\u0000":"number"}]`); type names (`string`, `map`, …) never hold one.
+ */
+function typeNameHoldsNul(type: unknown): boolean {
+  const pending = [type];
   while (pending.length > 0) {
     const v = pending.pop();
     if (typeof v === 'string') {
       if (v.includes('\u0000')) return true;
     } else if (typeof v === 'object' && v !== null) {
-      for (const [k, child] of Object.entries(v)) {
-        if (k.includes('\u0000')) return true;
-        pending.push(child);
-      }
+      pending.push(...(Object.values(v) as unknown[]));
     }
   }
   return false;
@@ -1100,8 +1102,8 @@ export class StateInspector {
       }
       const output: StateOutput = { value: member.value };
       if (hasOwn(member, 'type')) {
-        if (holdsNul(member.type)) {
-          this.violation(nulIn('an output\'s "type"'));
+        if (typeNameHoldsNul(member.type)) {
+          this.violation(nulIn('a type name of an output\'s "type"'));
           return;
         }
         output.type = member.type;

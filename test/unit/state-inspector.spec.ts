@@ -132,15 +132,18 @@ function expectedTerraform(doc: Record<string, unknown>): InspectedState {
   };
 }
 
-/** True when a string or member name anywhere in `value` passes `test`. */
-function holds(value: unknown, test: (s: string) => boolean): boolean {
+/** True when a string (member names too, unless `values only`) anywhere in `value` passes `test`. */
+function holds(value: unknown, test: (s: string) => boolean, valuesOnly = false): boolean {
   const pending = [value];
   while (pending.length > 0) {
     const v = pending.pop();
     if (typeof v === 'string') {
       if (test(v)) return true;
     } else if (typeof v === 'object' && v !== null) {
-      for (const [k, child] of Object.entries(v)) pending.push(k, child);
+      for (const [k, child] of Object.entries(v)) {
+        if (!valuesOnly) pending.push(k);
+        pending.push(child);
+      }
     }
   }
   return false;
@@ -152,13 +155,13 @@ const hasNul = (s: string): boolean => s.includes('\u0000');
 /**
  * True when Terraform could not have written the state JSON.parse reads as `doc`, so the
  * inspector must refuse it: an unpaired surrogate anywhere, or a NUL in lineage,
- * terraform_version, an output's name or its type.
+ * terraform_version, an output's name or a type name in its type (not its attribute names).
  */
 function unwritable(doc: Record<string, unknown>): boolean {
   if (holds(doc, hasLoneSurrogate)) return true;
   if (holds(doc.lineage, hasNul) || holds(doc.terraform_version, hasNul)) return true;
   const outputs = (doc.outputs ?? {}) as Record<string, Record<string, unknown>>;
-  return Object.entries(outputs).some(([name, o]) => hasNul(name) || holds(o.type, hasNul));
+  return Object.entries(outputs).some(([name, o]) => hasNul(name) || holds(o.type, hasNul, true));
 }
 const UNWRITABLE = /^state (holds an unpaired UTF-16 surrogate|has a NUL character in)/;
 
@@ -469,9 +472,9 @@ describe('StateInspector', () => {
       ['terraform_version', tf().replace('"1.11.4"', '"1.11\\u0000"'), '"terraform_version"'],
       ['an output name', tf('"outputs":{"a\\u0000b":{"value":1}}'), 'an output name'],
       [
-        "an output's type",
-        tf('"outputs":{"a":{"value":{"k":1},"type":["object",{"k\\u0000":"number"}]}}'),
-        'an output\'s "type"',
+        "a type name of an output's type",
+        tf('"outputs":{"a":{"value":{"k":1},"type":["object",{"k":"num\\u0000ber"}]}}'),
+        'a type name of an output\'s "type"',
       ],
     ])('refuses a NUL in %s, naming it', (_what, body, named) => {
       expect(refusal(body).message).toBe(
@@ -479,9 +482,11 @@ describe('StateInspector', () => {
       );
     });
 
-    it('accepts a NUL inside values (Terraform writes one for base64decode("AA==")), byte for byte', () => {
+    it('accepts a NUL inside values and in attribute names of a type (Terraform writes both)', () => {
       const body = tf(
-        '"outputs":{"nul":{"value":"\\u0000","type":"string"},"map":{"value":{"k\\u0000":"a\\u0000b"},"type":["map","string"]}},' +
+        '"outputs":{"nul":{"value":"\\u0000","type":"string"},"map":{"value":{"k\\u0000":"a\\u0000b"},"type":["map","string"]},' +
+          // Terraform's type of `{ "k\0" = "v\0" }`: the key is an attribute name of the type.
+          '"obj":{"value":{"k\\u0000":"v\\u0000"},"type":["object",{"k\\u0000":"string"}]}},' +
           '"resources":[{"mode":"managed","type":"terraform_data","name":"n","instances":[{"attributes":{"output":{"value":"\\u0000"}}}]}]',
       );
       const state = inspect(body);
