@@ -4,6 +4,7 @@
  * refuses chosen rows or is down). The real databases are in test/e2e/audit-content.spec.ts.
  */
 import { Logger } from '@nestjs/common';
+import fc from 'fast-check';
 import type { DataSource } from 'typeorm';
 import {
   AuditService,
@@ -13,6 +14,7 @@ import {
 } from '../../src/audit/audit.service';
 import type { SecurityEvent } from '../../src/audit/security-event';
 import { errorForLog } from '../../src/common/error-log';
+import { findUnstorableText } from '../../src/common/text';
 
 const COLUMNS = 12;
 const MARKER = 'content-marker-5e0f3a';
@@ -127,6 +129,33 @@ describe('storableEvent', () => {
     expect(e.actor.endsWith('…')).toBe(true);
     expect(e.actor).not.toMatch(/[\ud800-\udbff](?![\udc00-\udfff])/);
     expect(Object.keys(e.details ?? {})).toHaveLength(32);
+  });
+  it('makes any event storable: no NUL or unpaired surrogate left anywhere, every text capped', () => {
+    const text = fc.string({
+      unit: fc.oneof(
+        fc.integer({ min: 0, max: 0xffff }).map((c) => String.fromCharCode(c)),
+        fc.constantFrom('\u0000', '\ud800', '\udc00', '\ud83d\ude00'),
+      ),
+      maxLength: 1500,
+    });
+    fc.assert(
+      fc.property(
+        text,
+        fc.option(text, { nil: undefined }),
+        fc.dictionary(text, fc.oneof(text, fc.integer(), fc.boolean(), fc.constant(null)), {
+          maxKeys: 40,
+        }),
+        (actor, unit, details) => {
+          const e = storableEvent({ ...base, actor, unit, workspace: unit, details });
+          expect(findUnstorableText(e, Infinity)).toBeUndefined();
+          for (const v of [e.actor, e.unit, ...Object.keys(e.details ?? {})]) {
+            expect((v ?? '').length).toBeLessThanOrEqual(MAX_AUDIT_TEXT);
+          }
+          expect(Object.keys(e.details ?? {}).length).toBeLessThanOrEqual(32);
+        },
+      ),
+      { numRuns: 300 },
+    );
   });
 });
 
