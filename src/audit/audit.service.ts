@@ -154,7 +154,9 @@ export class AuditService implements OnModuleInit, OnApplicationShutdown {
     const batch = this.queue;
     this.queue = [];
     this.aggregated.clear();
-    this.flushing = this.store(this.db, batch).finally(() => (this.flushing = undefined));
+    this.flushing = this.store(this.db, batch)
+      .catch((e: unknown) => this.logger.error({ err: e }, 'storing audit events failed'))
+      .finally(() => (this.flushing = undefined));
     return this.flushing;
   }
 
