@@ -11,6 +11,7 @@ import { AppModule } from './app.module';
 import { rejectMalformedEncoding } from './backend/raw-unit-path';
 import { AppConfig } from './config/config';
 import { runWithRequestContext } from './common/request-context';
+import { RequestTextPipe } from './common/request-text.pipe';
 import { buildOpenApi } from './openapi';
 import { GraphService } from './graph/graph.service';
 
@@ -72,6 +73,7 @@ export async function createApp(config: AppConfig): Promise<NestExpressApplicati
     });
   });
   app.useGlobalPipes(
+    new RequestTextPipe(),
     new ValidationPipe({ whitelist: true, forbidNonWhitelisted: true, transform: true }),
   );
   SwaggerModule.setup('docs', app, () => buildOpenApi(app), {

@@ -51,7 +51,7 @@ export class DatabaseHandle implements OnApplicationShutdown {
       await this.dataSource.query('ANALYZE');
       this.logger.debug(`ANALYZE took ${Date.now() - started} ms`);
     } catch (e) {
-      this.logger.warn(`ANALYZE failed: ${(e as Error).message}`);
+      this.logger.warn({ err: e }, 'ANALYZE failed');
     }
   }
 

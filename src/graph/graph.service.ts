@@ -4,6 +4,7 @@ import { AuditService } from '../audit/audit.service';
 import type { Principal } from '../auth/principal';
 import { DomainError, invalidRequest } from '../common/errors';
 import { assertUnitName, assertWorkspace } from '../common/names';
+import { escapeUnstorable } from '../common/text';
 import { APP_CONFIG, AppConfig } from '../config/config';
 import { AuthorizationService } from '../rbac/authorization.service';
 import { OutputDigester } from '../state/output-digester';
@@ -173,8 +174,9 @@ export class GraphService implements StateWriteHook, OnModuleInit {
       }
       edges.set(`${source.name}\0${nodeKey(producer)}`, {
         producer,
-        name: source.name,
-        recorded: this.digester.digestValues(source.outputs),
+        // Names and output names come from the state: a for_each key may hold a NUL.
+        name: escapeUnstorable(source.name),
+        recorded: storableKeys(this.digester.digestValues(source.outputs)),
       });
     }
     return { kind: 'replace', edges: [...edges.values()], refused };
@@ -532,4 +534,13 @@ function edgeView(
     producerVersion: row.producer_version,
     recordedAt: e.recordedAt,
   };
+}
+
+/** The same digests under names the database can store (NUL written as `\u0000`). */
+function storableKeys(digests: Record<string, string>): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [name, digest] of Object.entries(digests)) {
+    Object.defineProperty(out, escapeUnstorable(name), { value: digest, enumerable: true });
+  }
+  return out;
 }

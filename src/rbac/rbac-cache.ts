@@ -65,13 +65,14 @@ export class RbacCache implements OnModuleInit, OnApplicationShutdown {
       connectionString: this.config.databaseUrl?.reveal(),
       connectionTimeoutMillis: 5000,
     });
-    const lost = (why: string) => {
+    const lost = (why: string, err?: unknown) => {
       if (this.listener !== client) return;
       this.listening = false;
       this.listener = undefined;
       this.invalidate();
       if (!this.stopped) {
         this.logger.warn(
+          { err },
           `RBAC change notifications lost (${why}); deciding without a cache until they are back`,
         );
         this.retry = setTimeout(() => void this.listen(), 1000);
@@ -79,7 +80,7 @@ export class RbacCache implements OnModuleInit, OnApplicationShutdown {
       }
     };
     client.on('notification', () => this.invalidate());
-    client.on('error', (e) => lost(e.message));
+    client.on('error', (e) => lost('connection error', e));
     client.on('end', () => lost('connection closed'));
     this.listener = client;
     try {
@@ -89,7 +90,7 @@ export class RbacCache implements OnModuleInit, OnApplicationShutdown {
       this.listening = true;
     } catch (e) {
       await client.end().catch(() => undefined);
-      lost((e as Error).message);
+      lost('cannot listen', e);
     }
   }
 }
