@@ -259,7 +259,10 @@ export class TokenService implements CredentialVerifier {
         );
       }
       if (await this.revocations.isRevoked(parent)) {
-        throw new TokenRejected('revoked', 'its login session has ended (logout or reuse)');
+        throw new TokenRejected(
+          'revoked',
+          'the login session it belongs to has ended (logout, or a reused refresh token)',
+        );
       }
       this.logger.debug({ msg: 'access token verified', sub: claims.sub });
       return principalFromIdentity(
