@@ -90,7 +90,7 @@ describe('the RBAC decision cache', () => {
       workspaces: null,
       role: 'reader',
       permission: 'read',
-    } as RuleRow;
+    };
 
     const slow = authz.can(p, 'unit.read', { unit: 'a' }); // reads the grant…
     await new Promise((r) => setImmediate(r));
