@@ -19,8 +19,13 @@ const embedded = () => loadConfig({ NODE_ENV: 'test', STATEHOUSE_STORAGE: 'memor
 function controlled<T>() {
   const pending: ((v: T) => void)[] = [];
   const fn = jest.fn(() => new Promise<T>((resolve) => pending.push(resolve)));
+  /** Answers the next lookup; fails when none comes (the answer was taken from the cache). */
   const answer = async (v: T) => {
-    while (pending.length === 0) await new Promise((r) => setImmediate(r));
+    const deadline = Date.now() + 1000;
+    while (pending.length === 0) {
+      if (Date.now() > deadline) throw new Error('the database was not asked');
+      await new Promise((r) => setImmediate(r));
+    }
     (pending.shift() as (v: T) => void)(v);
   };
   return { fn, answer };
