@@ -4,6 +4,7 @@ import { S3Multipart1764520000000 } from './1764520000000-s3-multipart';
 import { RbacAudit1764540000000 } from './1764540000000-rbac-audit';
 import { Graph1764560000000 } from './1764560000000-graph';
 import { OutputsJson1764620000000 } from './1764620000000-outputs-json';
+import { CredentialLineage1764640000000 } from './1764640000000-credential-lineage';
 
 /** Every migration, in order. Applied at start under an advisory lock and by `statehouse migrate`. */
 export const MIGRATIONS = [
@@ -13,4 +14,5 @@ export const MIGRATIONS = [
   RbacAudit1764540000000,
   Graph1764560000000,
   OutputsJson1764620000000,
+  CredentialLineage1764640000000,
 ];

@@ -393,7 +393,7 @@ export function loadConfig(env: Env = process.env): AppConfig {
     problems.push('STATEHOUSE_TOKENS_KID may only hold letters, digits, _ and - (at most 64)');
   }
   const accessTtlSeconds = duration('STATEHOUSE_TOKENS_ACCESS_TTL', 3600, 60, 86400);
-  const refreshTtlSeconds = duration('STATEHOUSE_TOKENS_REFRESH_TTL', 30 * 86400, 300, 400 * 86400);
+  const refreshTtlSeconds = duration('STATEHOUSE_TOKENS_REFRESH_TTL', 30 * 86400, 10, 400 * 86400);
 
   // S3 credentials.
   const stsKid = str('STATEHOUSE_STS_KID') ?? 'K1';

@@ -1,4 +1,6 @@
 import { ApiTokenEntity } from '../auth/entities/api-token.entity';
+import { CredentialRevocationEntity } from '../auth/entities/credential-revocation.entity';
+import { LoginIdentityEntity } from '../auth/entities/login-identity.entity';
 import { RefreshTokenEntity } from '../auth/entities/refresh-token.entity';
 import { SigningKeyEntity } from '../auth/entities/signing-key.entity';
 import { S3UploadEntity, S3UploadPartEntity } from '../s3compat/entities/s3-upload.entity';
@@ -29,6 +31,8 @@ export const ENTITIES = [
   SigningKeyEntity,
   RefreshTokenEntity,
   ApiTokenEntity,
+  CredentialRevocationEntity,
+  LoginIdentityEntity,
   S3UploadEntity,
   S3UploadPartEntity,
   RbacPermissionEntity,

@@ -145,8 +145,9 @@ export class AuthorizationService {
   async initialised(): Promise<boolean> {
     const cached = this.cache.getInitialised();
     if (cached !== undefined) return cached;
+    const generation = this.cache.generation;
     const value = await this.repo.isInitialised();
-    this.cache.setInitialised(value);
+    this.cache.setInitialised(value, generation);
     return value;
   }
 
@@ -155,6 +156,7 @@ export class AuthorizationService {
     const key = `${p.subject}\u0000${p.email ?? ''}\u0000${groups.join('\u0000')}`;
     const cached = this.cache.getRules(key);
     if (cached) return cached;
+    const generation = this.cache.generation;
     const rows = await this.repo.rulesFor(p.subject, p.email, groups);
     const compiled = rows.map((r) =>
       compileRule({
@@ -166,7 +168,7 @@ export class AuthorizationService {
         source: `role ${r.role} / permission ${r.permission}`,
       }),
     );
-    this.cache.setRules(key, compiled);
+    this.cache.setRules(key, compiled, generation);
     return compiled;
   }
 }

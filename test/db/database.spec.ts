@@ -1,8 +1,8 @@
 import { DataSource } from 'typeorm';
+import { MIGRATIONS } from '../../migrations';
 import { migrateUnderLock } from '../../src/database/migrator';
 import { schemaDrift } from '../../src/database/schema-check';
 import { createDataSource } from '../../src/database/data-source';
-import { MIGRATIONS } from '../../migrations';
 import {
   ON_POSTGRES,
   freshPostgresDatabase,
