@@ -68,7 +68,12 @@ export function decodedBody(
   return stream;
 }
 
-/** Reads a small decoded body whole (LockInfo, CompleteMultipartUpload XML). */
+/**
+ * Reads a small decoded body whole (LockInfo, CompleteMultipartUpload XML). Beyond `limit` it
+ * answers `EntityTooLarge` — the S3 door's answer to every oversized body — after letting the
+ * rest of the body drain (never destroying the request, which would cut the connection before
+ * the error is sent), like the small bodies of the other doors.
+ */
 export async function readAllLimited(
   stream: Readable,
   limit: number,
@@ -76,10 +81,13 @@ export async function readAllLimited(
 ): Promise<Buffer> {
   const chunks: Buffer[] = [];
   let size = 0;
-  for await (const chunk of stream) {
+  for await (const chunk of stream.iterator({ destroyOnReturn: false })) {
     const buf = chunk as Buffer;
     size += buf.length;
-    if (size > limit) throw new S3Error('InvalidArgument', `${what} is larger than ${limit} bytes`);
+    if (size > limit) {
+      stream.resume(); // drain: the chunks that follow are read and dropped
+      throw new S3Error('EntityTooLarge', `${what} is larger than ${limit} bytes`);
+    }
     chunks.push(buf);
   }
   return Buffer.concat(chunks, size);

@@ -10,6 +10,7 @@ import { LocksService } from '../locks/locks.service';
 import { AuthorizationService } from '../rbac/authorization.service';
 import { StateAddress, StateService } from '../state/state.service';
 import { BLOB_STORE, BlobStore } from '../storage/blob-store';
+import { COMPLETE_XML_LIMITS, parseCompleteMultipartXml } from './complete-multipart-xml';
 import { bodyTransforms, planRequestBody } from './request-body';
 import { MultipartRepository } from './multipart.repository';
 import { S3Error } from './s3-errors';
@@ -34,9 +35,8 @@ export interface S3Reply {
 }
 
 const MAX_LOCK_INFO_BYTES = 64 * 1024;
-const MAX_COMPLETE_XML_BYTES = 1024 * 1024;
 const MIN_PART_BYTES = 5 * 1024 * 1024;
-const MAX_PARTS = 10_000;
+const MAX_PARTS = COMPLETE_XML_LIMITS.maxParts;
 const STALE_UPLOAD_SECONDS = 24 * 3600;
 
 const quoted = (md5Hex: string): string => `"${md5Hex}"`;
@@ -425,10 +425,10 @@ export class S3Service implements OnModuleInit, OnApplicationShutdown {
     signing: SigningContext,
   ): Promise<S3Reply> {
     const upload = await this.upload(principal, key, q.get('uploadId'));
-    const requested = parseCompleteXml(
+    const requested = parseCompleteMultipartXml(
       await readAllLimited(
         this.body(req, signing, false).stream,
-        MAX_COMPLETE_XML_BYTES,
+        COMPLETE_XML_LIMITS.maxBytes,
         'the part list',
       ),
     );
@@ -569,50 +569,6 @@ class ByteLimit extends Transform {
       );
     else cb(null, chunk);
   }
-}
-
-/** `<CompleteMultipartUpload>`'s parts, in the order given; strictly ascending part numbers. */
-export function parseCompleteXml(xmlBody: Buffer): { partNumber: number; etag: string }[] {
-  const text = xmlBody.toString('utf8');
-  if (!/<CompleteMultipartUpload[\s>]/.test(text)) {
-    throw new S3Error(
-      'MalformedXML',
-      'The XML you provided was not well-formed or did not validate against our published schema',
-    );
-  }
-  const parts: { partNumber: number; etag: string }[] = [];
-  for (const m of text.matchAll(/<Part>([\s\S]*?)<\/Part>/g)) {
-    const n = /<PartNumber>\s*(\d+)\s*<\/PartNumber>/.exec(m[1]);
-    const e = /<ETag>([\s\S]*?)<\/ETag>/.exec(m[1]);
-    if (!n || !e) throw new S3Error('MalformedXML', 'every Part needs a PartNumber and an ETag');
-    const etag = decodeXmlText(e[1].trim()).replace(/^"|"$/g, '').toLowerCase();
-    parts.push({ partNumber: Number(n[1]), etag });
-  }
-  if (parts.length === 0) throw new S3Error('MalformedXML', 'the part list is empty');
-  for (let i = 1; i < parts.length; i++) {
-    if (parts[i].partNumber <= parts[i - 1].partNumber) {
-      throw new S3Error(
-        'InvalidPartOrder',
-        'The list of parts was not in ascending order. Parts must be ordered by part number.',
-      );
-    }
-  }
-  return parts;
-}
-
-const NAMED_ENTITIES: Record<string, string> = { quot: '"', amp: '&', lt: '<', gt: '>', apos: "'" };
-
-/** XML character data with its entity and character references decoded (Go writes `&#34;`). */
-export function decodeXmlText(text: string): string {
-  return text.replace(/&(#x[0-9a-fA-F]{1,6}|#[0-9]{1,7}|[a-z]+);/g, (whole, ref: string) => {
-    if (ref.startsWith('#x')) return safeCodePoint(parseInt(ref.slice(2), 16), whole);
-    if (ref.startsWith('#')) return safeCodePoint(parseInt(ref.slice(1), 10), whole);
-    return NAMED_ENTITIES[ref] ?? whole;
-  });
-}
-
-function safeCodePoint(cp: number, fallback: string): string {
-  return cp > 0 && cp <= 0x10ffff ? String.fromCodePoint(cp) : fallback;
 }
 
 /** Whether an If-Match / If-None-Match list names this ETag (or `*` and the object exists). */

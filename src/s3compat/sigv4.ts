@@ -485,13 +485,21 @@ interface AuthorizationHeader {
   signature: string;
 }
 
+const isWhiteSpace = (c: string): boolean => /\s/.test(c);
+
 function parseAuthorizationHeader(value: string): Result<AuthorizationHeader> {
-  const m = /^(\S+)(?:[ \t]+([\s\S]*))?$/.exec(value.trim());
-  if (!m) return fail('InvalidRequest', UNSUPPORTED_MECHANISM);
-  const algorithm = m[1];
+  // "<algorithm> <components>": split at the first white space by position (a pattern like
+  // /^(\S+)(?:[ \t]+([\s\S]*))?$/ can trade characters between its quantifiers).
+  const v = value.trim();
+  let end = 0;
+  while (end < v.length && !isWhiteSpace(v[end])) end++;
+  if (end === 0 || (end < v.length && v[end] !== ' ' && v[end] !== '\t')) {
+    return fail('InvalidRequest', UNSUPPORTED_MECHANISM);
+  }
+  const algorithm = v.slice(0, end);
   if (algorithm !== SIGV4_ALGORITHM) return fail('InvalidRequest', UNSUPPORTED_MECHANISM);
   const fields = new Map<string, string>();
-  for (const raw of (m[2] ?? '').split(',')) {
+  for (const raw of v.slice(end + 1).split(',')) {
     const part = raw.trim();
     if (part === '') continue;
     const eq = part.indexOf('=');
