@@ -109,7 +109,7 @@ export async function signS3(
   return {
     method: r.method,
     target: query === '' ? path : `${path}?${query}`,
-    headers: { ...signed.headers } as Record<string, string>,
+    headers: { ...signed.headers },
     body: r.body,
   };
 }
