@@ -1,5 +1,6 @@
 import { All, Controller, Req, Res, UseFilters } from '@nestjs/common';
 import { ApiExcludeController } from '@nestjs/swagger';
+import { RawBody } from '../common/body-parsing';
 import type { Request, Response } from 'express';
 import { pipeline } from 'node:stream/promises';
 import { SelfAuthenticated } from '../auth/auth.decorators';
@@ -41,6 +42,7 @@ const UNSUPPORTED = [
  */
 @ApiExcludeController()
 @SelfAuthenticated()
+@RawBody()
 @UseFilters(S3ExceptionFilter)
 @Controller()
 export class S3Controller {
