@@ -2,6 +2,7 @@ import { ApiTokenEntity } from '../auth/entities/api-token.entity';
 import { RefreshTokenEntity } from '../auth/entities/refresh-token.entity';
 import { SigningKeyEntity } from '../auth/entities/signing-key.entity';
 import { S3UploadEntity, S3UploadPartEntity } from '../s3compat/entities/s3-upload.entity';
+import { S3UsedSignatureEntity } from '../s3compat/entities/s3-used-signature.entity';
 import { AuditEventEntity } from '../audit/entities/audit-event.entity';
 import {
   RbacAssignmentEntity,
@@ -31,6 +32,7 @@ export const ENTITIES = [
   ApiTokenEntity,
   S3UploadEntity,
   S3UploadPartEntity,
+  S3UsedSignatureEntity,
   RbacPermissionEntity,
   RbacRuleEntity,
   RbacRoleEntity,

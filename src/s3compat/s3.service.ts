@@ -13,6 +13,7 @@ import { BLOB_STORE, BlobStore } from '../storage/blob-store';
 import { COMPLETE_XML_LIMITS, parseCompleteMultipartXml } from './complete-multipart-xml';
 import { bodyTransforms, planRequestBody } from './request-body';
 import { MultipartRepository } from './multipart.repository';
+import type { ReplayGuard } from './replay-guard.service';
 import { S3Error } from './s3-errors';
 import { objectKey, resolveKey } from './s3-keys';
 import {
@@ -271,6 +272,7 @@ export class S3Service implements OnModuleInit, OnApplicationShutdown {
     key: string,
     req: Request,
     signing: SigningContext,
+    guard?: ReplayGuard,
   ): Promise<S3Reply> {
     if (header(req, 'x-amz-copy-source') !== undefined) {
       throw new S3Error('NotImplemented', 'CopyObject is not supported by this server');
@@ -281,7 +283,11 @@ export class S3Service implements OnModuleInit, OnApplicationShutdown {
       // Terraform sends If-None-Match: * — a lock is only ever created, never overwritten, and
       // the locks module's insert-if-absent is what decides (412 when someone holds it).
       const info = await readAllLimited(body.stream, MAX_LOCK_INFO_BYTES, 'the lock object');
-      await this.locks.acquire(addr, principal, info, { generateId: false, door: 's3' });
+      await this.locks.acquire(addr, principal, info, {
+        generateId: false,
+        door: 's3',
+        inTransaction: guard?.claim,
+      });
       return {
         status: 200,
         headers: { ETag: quoted(createHash('md5').update(info).digest('hex')), ...sse(req) },
@@ -295,6 +301,7 @@ export class S3Service implements OnModuleInit, OnApplicationShutdown {
       door: 's3',
       body: body.stream,
       contentLength: body.declaredLength,
+      inTransaction: guard?.claim,
       // Conditional writes, decided inside the write's transaction (no check-then-write).
       precondition: (current) => {
         if (ifNoneMatch?.trim() === '*' && current !== null) {
@@ -314,14 +321,41 @@ export class S3Service implements OnModuleInit, OnApplicationShutdown {
     return { status: 200, headers: { ETag: quoted(result.version.md5), ...sse(req) } };
   }
 
-  async deleteObject(principal: Principal, key: string): Promise<S3Reply> {
+  async deleteObject(
+    principal: Principal,
+    key: string,
+    req: Request,
+    guard?: ReplayGuard,
+  ): Promise<S3Reply> {
     const { kind, addr } = this.resolve(key);
+    const ifMatch = header(req, 'if-match');
     if (kind === 'lock') {
-      await this.locks.unlockAsPrincipal(addr, principal, 's3');
+      // Terraform compares the lock's ID itself, then deletes unconditionally; a client that
+      // sends If-Match gets the check done here, in the release's transaction.
+      await this.locks.unlockAsPrincipal(addr, principal, 's3', {
+        inTransaction: guard?.claim,
+        precondition:
+          ifMatch === undefined
+            ? undefined
+            : (holder) => {
+                const etag = holder
+                  ? createHash('md5').update(holder.infoJson, 'utf8').digest('hex')
+                  : undefined;
+                if (!etagMatches(ifMatch, etag)) throw ifMatchFailed();
+              },
+      });
       return { status: 204 };
     }
     try {
-      await this.states.deleteState(addr, principal, 's3');
+      await this.states.deleteState(addr, principal, 's3', undefined, {
+        inTransaction: guard?.claim,
+        precondition:
+          ifMatch === undefined
+            ? undefined
+            : (current) => {
+                if (!etagMatches(ifMatch, current?.md5)) throw ifMatchFailed();
+              },
+      });
     } catch (e) {
       // Deleting what is not there is a success in S3.
       if (!(
@@ -340,6 +374,7 @@ export class S3Service implements OnModuleInit, OnApplicationShutdown {
     bucket: string,
     key: string,
     req: Request,
+    guard?: ReplayGuard,
   ): Promise<S3Reply> {
     const { kind, addr } = this.resolve(key);
     if (kind === 'lock')
@@ -347,14 +382,17 @@ export class S3Service implements OnModuleInit, OnApplicationShutdown {
     await this.authz.authorize(principal, 'unit.read', addr);
     await this.authz.authorize(principal, 'unit.write', addr);
     const uploadId = randomBytes(24).toString('base64url');
-    await this.uploads.create({
-      upload_id: uploadId,
-      bucket,
-      object_key: key,
-      unit: addr.unit,
-      workspace: addr.workspace,
-      principal: principal.subject,
-    });
+    await this.uploads.create(
+      {
+        upload_id: uploadId,
+        bucket,
+        object_key: key,
+        unit: addr.unit,
+        workspace: addr.workspace,
+        principal: principal.subject,
+      },
+      guard?.claim,
+    );
     return xml(
       200,
       `<InitiateMultipartUploadResult xmlns="${S3_NS}">${el('Bucket', bucket)}${el('Key', key)}${el('UploadId', uploadId)}</InitiateMultipartUploadResult>`,
@@ -380,6 +418,7 @@ export class S3Service implements OnModuleInit, OnApplicationShutdown {
     q: Map<string, string>,
     req: Request,
     signing: SigningContext,
+    guard?: ReplayGuard,
   ): Promise<S3Reply> {
     const upload = await this.upload(principal, key, q.get('uploadId'));
     const partRaw = q.get('partNumber') ?? '';
@@ -405,13 +444,22 @@ export class S3Service implements OnModuleInit, OnApplicationShutdown {
       await this.deleteBlobs([blobKey]);
       throw new S3Error('IncompleteBody', 'the part body ended early');
     }
-    const replaced = await this.uploads.putPart({
-      upload_id: upload.upload_id,
-      part_number: partNumber,
-      blob_key: blobKey,
-      size: String(size),
-      md5,
-    });
+    let replaced: string | undefined;
+    try {
+      replaced = await this.uploads.putPart(
+        {
+          upload_id: upload.upload_id,
+          part_number: partNumber,
+          blob_key: blobKey,
+          size: String(size),
+          md5,
+        },
+        guard?.claim,
+      );
+    } catch (e) {
+      await this.deleteBlobs([blobKey]); // refused (a replay) or failed: the part is not kept
+      throw e;
+    }
     if (replaced) await this.deleteBlobs([replaced]);
     return { status: 200, headers: { ETag: quoted(md5), ...sse(req) } };
   }
@@ -423,6 +471,7 @@ export class S3Service implements OnModuleInit, OnApplicationShutdown {
     q: Map<string, string>,
     req: Request,
     signing: SigningContext,
+    guard?: ReplayGuard,
   ): Promise<S3Reply> {
     const upload = await this.upload(principal, key, q.get('uploadId'));
     const requested = parseCompleteMultipartXml(
@@ -465,6 +514,7 @@ export class S3Service implements OnModuleInit, OnApplicationShutdown {
       door: 's3',
       body: Readable.from(concatenated()),
       contentLength: total,
+      inTransaction: guard?.claim,
     });
     await this.deleteBlobs((await this.uploads.remove(upload.upload_id)) ?? []);
     // The ETag every later HEAD, GET and listing will show: the MD5 of the stored state.
@@ -480,9 +530,10 @@ export class S3Service implements OnModuleInit, OnApplicationShutdown {
     principal: Principal,
     key: string,
     q: Map<string, string>,
+    guard?: ReplayGuard,
   ): Promise<S3Reply> {
     const upload = await this.upload(principal, key, q.get('uploadId'));
-    await this.deleteBlobs((await this.uploads.remove(upload.upload_id)) ?? []);
+    await this.deleteBlobs((await this.uploads.remove(upload.upload_id, guard?.claim)) ?? []);
     return { status: 204 };
   }
 
@@ -569,6 +620,13 @@ class ByteLimit extends Transform {
       );
     else cb(null, chunk);
   }
+}
+
+function ifMatchFailed(): S3Error {
+  return new S3Error(
+    'PreconditionFailed',
+    'At least one of the pre-conditions you specified did not hold (If-Match)',
+  );
 }
 
 /** Whether an If-Match / If-None-Match list names this ETag (or `*` and the object exists). */

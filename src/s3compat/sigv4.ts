@@ -148,6 +148,12 @@ export interface SigningContext {
   signingKey: Buffer;
   /** The verified request signature: the seed of a signed aws-chunked body. */
   seedSignature: string;
+  /**
+   * The last instant (epoch ms) at which this very request would still verify: X-Amz-Date plus
+   * the allowed clock skew (header auth), or plus X-Amz-Expires (presigned). A record that the
+   * signature was used must be kept until then (replay protection).
+   */
+  validUntil: number;
   payload: PayloadMode;
 }
 
@@ -788,6 +794,10 @@ export function verifySigV4(
     scope: parsed.scope,
     amzDate: parsed.amzDate,
     seedSignature: parsed.signature,
+    validUntil:
+      parsed.via === 'header'
+        ? parsed.requestTime + MAX_CLOCK_SKEW_MS
+        : parsed.requestTime + (parsed.expiresSeconds ?? 0) * 1000,
     payload: parsed.payload,
   } as SigningContext;
   // Not enumerable: a context that ends up in a log line or a JSON dump does not carry the key.
