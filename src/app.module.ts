@@ -1,10 +1,11 @@
 import { DynamicModule, Module } from '@nestjs/common';
-import { APP_FILTER } from '@nestjs/core';
+import { APP_FILTER, APP_INTERCEPTOR } from '@nestjs/core';
 import { LoggerModule } from 'nestjs-pino';
 import { AuditModule } from './audit/audit.module';
 import { AuthModule } from './auth/auth.module';
 import { BackendModule } from './backend/backend.module';
 import { ApiExceptionFilter } from './common/api-exception.filter';
+import { JsonBodyInterceptor } from './common/body-parsing';
 import { loggerParams } from './common/logging';
 import { AppConfig } from './config/config';
 import { ConfigModule } from './config/config.module';
@@ -37,7 +38,10 @@ export class AppModule {
         GraphModule,
         HealthModule,
       ],
-      providers: [{ provide: APP_FILTER, useClass: ApiExceptionFilter }],
+      providers: [
+        { provide: APP_FILTER, useClass: ApiExceptionFilter },
+        { provide: APP_INTERCEPTOR, useClass: JsonBodyInterceptor },
+      ],
     };
   }
 }

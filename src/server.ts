@@ -3,7 +3,7 @@ import { INestApplication, ValidationPipe } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { NestExpressApplication } from '@nestjs/platform-express';
 import { SwaggerModule } from '@nestjs/swagger';
-import express, { NextFunction, Request, Response } from 'express';
+import { NextFunction, Request, Response } from 'express';
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { Logger } from 'nestjs-pino';
@@ -16,17 +16,6 @@ import { buildOpenApi } from './openapi';
 import { GraphService } from './graph/graph.service';
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
-
-/**
- * Routes whose body is read raw by the handler (state bodies, LockInfo stored as sent, the S3
- * door): no JSON parser may consume them first.
- */
-export function isRawBodyRoute(method: string, path: string): boolean {
-  if (path.startsWith('/v1/backend/') || path === '/v1/backend' || path.startsWith('/s3'))
-    return true;
-  if (/^\/v1\/units\/[^/]+\/state$/.test(path)) return true;
-  return method === 'POST' && /^\/v1\/units\/[^/]+\/lock$/.test(path);
-}
 
 /** Builds the application (not listening yet). Tests call this too. */
 export async function createApp(config: AppConfig): Promise<NestExpressApplication> {
@@ -56,22 +45,6 @@ export async function createApp(config: AppConfig): Promise<NestExpressApplicati
     runWithRequestContext({ requestId: id, clientIp: req.ip }, next);
   });
   app.use('/v1/backend', rejectMalformedEncoding);
-  const json = express.json({ limit: '1mb' });
-  app.use((req: Request, res: Response, next: NextFunction) => {
-    if (isRawBodyRoute(req.method, req.path)) return next();
-    json(req, res, (err?: unknown) => {
-      if (!err) return next();
-      const status = (err as { status?: number }).status ?? 400;
-      res.status(status).json({
-        statusCode: status,
-        error: status === 413 ? 'Payload Too Large' : 'Bad Request',
-        code: status === 413 ? 'too_large' : 'invalid_request',
-        message:
-          status === 413 ? 'JSON body is larger than 1 MiB' : 'request body is not valid JSON',
-        requestId: req.id,
-      });
-    });
-  });
   app.useGlobalPipes(
     new RequestTextPipe(),
     new ValidationPipe({ whitelist: true, forbidNonWhitelisted: true, transform: true }),

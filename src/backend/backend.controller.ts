@@ -1,5 +1,6 @@
 import { All, Controller, Req, Res, UseFilters } from '@nestjs/common';
 import { ApiExcludeController } from '@nestjs/swagger';
+import { RawBody } from '../common/body-parsing';
 import type { Request, Response } from 'express';
 import { AllowBasicAuth, CurrentPrincipal } from '../auth/auth.decorators';
 import type { Principal } from '../auth/principal';
@@ -30,6 +31,7 @@ function backendQuery(req: Request): URLSearchParams {
 @ApiExcludeController()
 @ThroughDoor('http')
 @AllowBasicAuth()
+@RawBody()
 @UseFilters(BackendExceptionFilter)
 @Controller('v1/backend')
 export class BackendController {
@@ -44,7 +46,9 @@ export class BackendController {
     @Res() res: Response,
     @CurrentPrincipal() principal: Principal,
   ): Promise<void> {
-    const path = req.originalUrl.startsWith(BACKEND_PREFIX)
+    // After the prefix the router matched, in whatever case it was spelled (routes match
+    // case-insensitively): the unit part keeps its own spelling.
+    const path = req.originalUrl.toLowerCase().startsWith(BACKEND_PREFIX)
       ? req.originalUrl.slice(BACKEND_PREFIX.length)
       : '';
     const query = backendQuery(req);

@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { resolve } from 'node:path';
 import { BLOB_DRIVERS, BlobDriverName } from '../storage/blob-store';
+import { trimBoth, trimEnd } from '../common/trim';
 import { Secret } from './secret';
 
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
@@ -201,7 +202,7 @@ export function loadConfig(env: Env = process.env): AppConfig {
     try {
       const u = new URL(raw);
       if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new Error('scheme');
-      return raw.replace(/\/+$/, '');
+      return trimEnd(raw, '/');
     } catch {
       problems.push(`${name} must be an http(s) URL (got "${raw}")`);
       return undefined;
@@ -275,7 +276,7 @@ export function loadConfig(env: Env = process.env): AppConfig {
     }
     s3 = {
       bucket: bucket ?? '',
-      prefix: prefix.replace(/^\/+|\/+$/g, ''),
+      prefix: trimBoth(prefix, '/'),
       region: str('STATEHOUSE_STORAGE_S3_REGION') ?? 'us-east-1',
       endpoint: url('STATEHOUSE_STORAGE_S3_ENDPOINT'),
       forcePathStyle: bool('STATEHOUSE_STORAGE_S3_FORCE_PATH_STYLE'),
@@ -437,7 +438,7 @@ export function loadConfig(env: Env = process.env): AppConfig {
         const u = new URL(a);
         if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new Error('scheme');
         if (u.search || u.hash || u.username || u.password) throw new Error('parts');
-        aliases.push(a.replace(/\/+$/, ''));
+        aliases.push(trimEnd(a, '/'));
       } catch {
         problems.push(
           `STATEHOUSE_ALIASES: "${a}" must be a base URL like https://statehouse.internal:8443 (comma-separated)`,

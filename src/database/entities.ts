@@ -4,6 +4,7 @@ import { LoginIdentityEntity } from '../auth/entities/login-identity.entity';
 import { RefreshTokenEntity } from '../auth/entities/refresh-token.entity';
 import { SigningKeyEntity } from '../auth/entities/signing-key.entity';
 import { S3UploadEntity, S3UploadPartEntity } from '../s3compat/entities/s3-upload.entity';
+import { S3UsedSignatureEntity } from '../s3compat/entities/s3-used-signature.entity';
 import { AuditEventEntity } from '../audit/entities/audit-event.entity';
 import {
   RbacAssignmentEntity,
@@ -35,6 +36,7 @@ export const ENTITIES = [
   LoginIdentityEntity,
   S3UploadEntity,
   S3UploadPartEntity,
+  S3UsedSignatureEntity,
   RbacPermissionEntity,
   RbacRuleEntity,
   RbacRoleEntity,

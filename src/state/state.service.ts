@@ -2,6 +2,7 @@ import { Inject, Injectable, Logger } from '@nestjs/common';
 import { createHash, randomUUID } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { EntityManager } from 'typeorm';
+import type { TransactionStep } from '../database/sql';
 import { AuditService, SecurityEventInput } from '../audit/audit.service';
 import { Principal } from '../auth/principal';
 import { APP_CONFIG, AppConfig, Failpoint } from '../config/config';
@@ -53,6 +54,8 @@ export interface WriteRequest extends StateAddress {
   precondition?: (current: { md5: string } | null) => void;
   /** Extra checks on the finished body (the S3 door's checksums); throw to refuse. */
   verify?: (digest: { sha256: string; md5: string; size: number }) => void;
+  /** Work that commits with the write (the S3 door's replay record); throw to refuse. */
+  inTransaction?: TransactionStep;
 }
 
 export interface OpenedState {
@@ -350,6 +353,7 @@ export class StateService {
       };
       const prepared = await this.hooks.prepareAll(ctx);
       const outcome = await this.repo.transaction(async (m) => {
+        await req.inTransaction?.(m);
         const result = await this.commitWrite(m, req, key, digest.inspected, digest);
         if (result.created) {
           this.failpoint('write.before-graph');
@@ -493,6 +497,12 @@ export class StateService {
     principal: Principal,
     door: Door,
     lockId?: string,
+    options: {
+      /** A condition on the current version (S3's `If-Match`); throw to refuse. */
+      precondition?: (current: { md5: string } | null) => void;
+      /** Work that commits with the delete (the S3 door's replay record). */
+      inTransaction?: TransactionStep;
+    } = {},
   ): Promise<void> {
     assertUnitName(addr.unit);
     await this.authz.authorize(principal, 'unit.read', addr);
@@ -516,6 +526,8 @@ export class StateService {
         assertNotLockedByOther(holder, principal.subject, lockId);
         if (state.deleted_at || !state.current_version_id)
           throw stateNotFound(addr.unit, addr.workspace);
+        options.precondition?.(await this.currentOf(m, state));
+        await options.inTransaction?.(m);
         await this.repo.softDeleteState(m, state.id);
       },
     );

@@ -854,11 +854,11 @@ describe('management API (/v1/units, /v1/locks, /docs)', () => {
       expect(body.requestId).toBe('ci-run-42.step_3');
     });
 
-    it('an unknown route → 404 JSON', async () => {
+    it('an unknown route → 400 unknown_route naming it (never 404: "no state" to Terraform)', async () => {
       const r = await call('GET', '/v1/no-such-route');
-      expectError(r, 404, 'not_found');
+      expectError(r, 400, 'unknown_route', /GET \/v1\/no-such-route/);
       const nested = await call('POST', `${unitPath(unique('unknown'))}/nothing-here`);
-      expectError(nested, 404, 'not_found');
+      expectError(nested, 400, 'unknown_route', /nothing-here/);
     });
   });
 

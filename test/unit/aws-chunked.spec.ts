@@ -453,6 +453,7 @@ describe("Terraform's STREAMING-UNSIGNED-PAYLOAD-TRAILER body (TERRAFORM-WIRE.md
     amzDate: AMZ_DATE,
     signingKey: KEY,
     seedSignature: '0'.repeat(64),
+    validUntil: 0,
     payload: { kind: 'aws-chunked', encoding: UNSIGNED },
   });
 
@@ -862,6 +863,7 @@ describe('throughput on a 50 MiB body', () => {
           amzDate: AMZ_DATE,
           signingKey: KEY,
           seedSignature: '0'.repeat(64),
+          validUntil: 0,
           payload: { kind: 'aws-chunked', encoding: UNSIGNED },
         },
       ),
