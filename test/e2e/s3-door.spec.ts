@@ -188,6 +188,9 @@ function sign(srv: RunningServer, i: SignInput): Signed {
     'x-amz-date': amzDate,
     'x-amz-content-sha256': i.payloadHash ?? sha256Hex(i.body ?? Buffer.alloc(0)),
     ...(token !== null ? { 'x-amz-security-token': token } : {}),
+    // Like the SDKs: a signed id per call, so two identical calls in one second are two
+    // signatures (the door accepts each signed write once).
+    'amz-sdk-invocation-id': randomUUID(),
     ...i.headers,
   };
   const names = Object.keys(headers).sort();
