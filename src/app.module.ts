@@ -5,7 +5,7 @@ import { AuditModule } from './audit/audit.module';
 import { AuthModule } from './auth/auth.module';
 import { BackendModule } from './backend/backend.module';
 import { ApiExceptionFilter } from './common/api-exception.filter';
-import { loggerParams } from './common/logging';
+import { appLoggerParams } from './common/log-output';
 import { AppConfig } from './config/config';
 import { ConfigModule } from './config/config.module';
 import { DatabaseModule } from './database/database.module';
@@ -24,7 +24,7 @@ export class AppModule {
       module: AppModule,
       imports: [
         ConfigModule.forRoot(config),
-        LoggerModule.forRoot(loggerParams(config)),
+        LoggerModule.forRoot(appLoggerParams(config)),
         DatabaseModule,
         StorageModule,
         AuditModule,
