@@ -21,7 +21,7 @@ import {
   symlinkSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { ON_POSTGRES } from '../support/database';
 import { ROOT } from '../support/paths';
 import {
@@ -31,7 +31,7 @@ import {
   portIsFree,
   spawnGroup,
 } from '../support/processes';
-import { NODE } from '../support/server';
+import { childEnv } from '../support/server';
 
 jest.setTimeout(600_000);
 
@@ -39,16 +39,6 @@ const PACKAGE = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as 
   name: string;
   version: string;
 };
-
-/** The test's environment without Statehouse settings; `node` is the Node under test. */
-function baseEnv(): Record<string, string> {
-  const env: Record<string, string> = {};
-  for (const [k, v] of Object.entries(process.env)) {
-    if (v !== undefined && !k.startsWith('STATEHOUSE_') && k !== 'DATABASE_URL') env[k] = v;
-  }
-  env.PATH = `${dirname(NODE)}:${env.PATH ?? ''}`;
-  return env;
-}
 
 function run(
   command: string,
@@ -59,7 +49,7 @@ function run(
     execFile(
       command,
       args,
-      { cwd: options.cwd, env: options.env ?? baseEnv(), maxBuffer: 64 * 1024 * 1024 },
+      { cwd: options.cwd, env: options.env ?? childEnv(), maxBuffer: 64 * 1024 * 1024 },
       (err, stdout, stderr) =>
         resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
     );
@@ -161,7 +151,7 @@ function run(
     const server = spawnGroup(statehouse, ['serve'], {
       cwd: empty,
       env: {
-        ...baseEnv(),
+        ...childEnv(),
         NODE_ENV: 'production',
         PORT: '0',
         STATEHOUSE_HOST: '127.0.0.1',

@@ -12,7 +12,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { ClientRequest, IncomingMessage, request } from 'node:http';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { freshServerEnv } from '../support/database';
 import { FIXTURES, ROOT, TEST_TOKEN } from '../support/paths';
 import {
@@ -22,7 +22,7 @@ import {
   portIsFree,
   spawnGroup,
 } from '../support/processes';
-import { NODE, runCli, spawnServer } from '../support/server';
+import { childEnv, runCli, spawnServer } from '../support/server';
 
 jest.setTimeout(180_000);
 
@@ -30,16 +30,6 @@ const SIMPLE = readFileSync(join(FIXTURES, 'simple.tfstate'));
 const VERSION = (
   JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string }
 ).version;
-
-/** The test process's environment without the server's settings; `node` is the Node under test. */
-function baseEnv(): Record<string, string> {
-  const env: Record<string, string> = {};
-  for (const [k, v] of Object.entries(process.env)) {
-    if (v !== undefined && !k.startsWith('STATEHOUSE_') && k !== 'DATABASE_URL') env[k] = v;
-  }
-  env.PATH = `${dirname(NODE)}:${env.PATH ?? ''}`;
-  return env;
-}
 
 describe('stopping on a signal', () => {
   const cleanups: (() => Promise<void> | void)[] = [];
@@ -58,7 +48,7 @@ describe('stopping on a signal', () => {
     const npm = spawnGroup('npm', ['start', ...(args.length > 0 ? ['--', ...args] : [])], {
       cwd: ROOT,
       env: {
-        ...baseEnv(),
+        ...childEnv(),
         NODE_ENV: 'production',
         PORT: '0',
         STATEHOUSE_HOST: '127.0.0.1',

@@ -5,7 +5,7 @@ import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { freshServerEnv, ON_POSTGRES } from '../support/database';
 import { CLI, TEST_TOKEN } from '../support/paths';
-import { NODE, runCli, spawnServer } from '../support/server';
+import { childEnv, NODE, runCli, spawnServer } from '../support/server';
 
 describe('starting the server', () => {
   const cleanups: (() => Promise<void>)[] = [];
@@ -164,13 +164,9 @@ describe('starting the server', () => {
     async function serveOnTerminal(
       env: Record<string, string>,
     ): Promise<{ output: string; code: number | null }> {
-      const base: Record<string, string> = {};
-      for (const [k, v] of Object.entries(process.env)) {
-        if (v !== undefined && !k.startsWith('STATEHOUSE_') && k !== 'DATABASE_URL') base[k] = v;
-      }
       const proc = spawn('script', ['-qfec', `exec '${NODE}' '${CLI}' serve`, '/dev/null'], {
         env: {
-          ...base,
+          ...childEnv(),
           NODE_ENV: 'production',
           PORT: '0',
           STATEHOUSE_HOST: '127.0.0.1',

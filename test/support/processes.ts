@@ -1,5 +1,7 @@
 import { ChildProcess, spawn, SpawnOptions } from 'node:child_process';
+import { accessSync, constants, statSync } from 'node:fs';
 import { createServer } from 'node:net';
+import { delimiter, join } from 'node:path';
 
 /** A command started in a process group of its own, so that a test can see all of it end. */
 export interface GroupProcess {
@@ -91,4 +93,20 @@ export async function eventually(
     if (Date.now() > deadline) return false;
     await new Promise((r) => setTimeout(r, 50));
   }
+}
+
+/** The executable `tool` on the PATH, or undefined. */
+export function onPath(tool: string): string | undefined {
+  for (const dir of (process.env.PATH ?? '').split(delimiter)) {
+    if (dir === '') continue;
+    try {
+      const candidate = join(dir, tool);
+      if (!statSync(candidate).isFile()) continue;
+      accessSync(candidate, constants.X_OK);
+      return candidate;
+    } catch {
+      // not here
+    }
+  }
+  return undefined;
 }

@@ -32,20 +32,12 @@
  * Without `terraform` or `aws` on the PATH the suite FAILS, naming the tool (it never skips).
  */
 import { spawn } from 'node:child_process';
-import {
-  accessSync,
-  constants,
-  mkdirSync,
-  mkdtempSync,
-  readFileSync,
-  rmSync,
-  statSync,
-} from 'node:fs';
-import { writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, dirname, join } from 'node:path';
 import { freshServerEnv } from '../support/database';
 import { CLI, ROOT, TEST_TOKEN } from '../support/paths';
+import { onPath } from '../support/processes';
 import { NODE, RunningServer, spawnServer } from '../support/server';
 
 jest.setTimeout(600_000);
@@ -89,21 +81,6 @@ function readmeBlocks(markdown: string): Block[] {
     });
   }
   return blocks;
-}
-
-function onPath(tool: string): string | undefined {
-  for (const dir of (process.env.PATH ?? '').split(delimiter)) {
-    if (dir === '') continue;
-    try {
-      const candidate = join(dir, tool);
-      if (!statSync(candidate).isFile()) continue;
-      accessSync(candidate, constants.X_OK);
-      return candidate;
-    } catch {
-      // not here
-    }
-  }
-  return undefined;
 }
 
 const README = readFileSync(join(ROOT, 'README.md'), 'utf8');
