@@ -306,6 +306,38 @@ describe('starting the server', () => {
       },
     );
 
+    it('an unreachable DATABASE_URL: one line naming it, without its password (exit 1)', async () => {
+      const closed = createServer();
+      await new Promise<void>((r) => closed.listen(0, '127.0.0.1', r));
+      const port = (closed.address() as { port: number }).port;
+      await new Promise((r) => closed.close(r)); // nothing listens there now
+      const r = await runCli(['serve'], {
+        DATABASE_URL: `postgres://statehouse:pw-not-to-print@127.0.0.1:${port}/statehouse`,
+        PORT: '0',
+        STATEHOUSE_BOOTSTRAP_TOKEN: TEST_TOKEN,
+      });
+      expect(r.code).toBe(1);
+      expect(r.output).toContain(
+        `statehouse: cannot use the database of DATABASE_URL: connect ECONNREFUSED 127.0.0.1:${port}\n`,
+      );
+      expect(r.output).not.toMatch(/\n\s+at /);
+      expect(r.output).not.toContain('pw-not-to-print');
+    });
+
+    it('an unreadable TLS file: one line naming the setting (exit 1)', async () => {
+      const { env, dataDir } = await fresh();
+      const r = await runCli(['serve'], {
+        ...env,
+        STATEHOUSE_TLS_CERT_FILE: join(dataDir, 'missing.crt'),
+        STATEHOUSE_TLS_KEY_FILE: join(dataDir, 'missing.key'),
+        STATEHOUSE_BOOTSTRAP_TOKEN: TEST_TOKEN,
+      });
+      expect(r.code).toBe(1);
+      expect(r.output.trim()).toMatch(
+        /^statehouse: STATEHOUSE_TLS_CERT_FILE cannot be read: ENOENT: no such file or directory, open '[^']+missing\.crt'$/,
+      );
+    });
+
     it('a port in use: one line naming PORT (exit 1)', async () => {
       const { env } = await fresh();
       const taken = createServer();
