@@ -7,7 +7,8 @@
  *    the server's own status after a clean stop. `npm start -- <command>` runs that command.
  *  - `statehouse serve`: a request in flight when SIGTERM arrives is finished (its state is
  *    stored) while new connections are refused, then the process exits 143; a request that is
- *    still unfinished after STATEHOUSE_SHUTDOWN_TIMEOUT makes the exit status 1.
+ *    still unfinished after STATEHOUSE_SHUTDOWN_TIMEOUT makes the exit status 1; the same
+ *    signal twice at once is one stop, a third one a second later exits at once (1).
  * The installed package's `statehouse serve` is stopped the same way in package.spec.ts.
  */
 import { readFileSync } from 'node:fs';
@@ -170,6 +171,27 @@ describe('stopping on a signal', () => {
     );
     expect(server.output()).not.toContain('stopped cleanly');
     expect(await portIsFree(server.port)).toBe(true);
+  });
+
+  it('the same signal twice at once (npm and the terminal both pass Ctrl-C on) is one stop; once more a second later exits at once (1)', async () => {
+    const { env } = await fresh();
+    const server = await spawnServer({ ...env, STATEHOUSE_SHUTDOWN_TIMEOUT: '60s' });
+    cleanups.push(server.stop);
+    const put = slowPut(server.url, 'signals/twice');
+    put.answer.catch(() => undefined); // its connection is closed under it
+    await new Promise((r) => setTimeout(r, 500));
+    const exited = new Promise<number | null>((r) => server.proc.once('exit', (c) => r(c)));
+    server.proc.kill('SIGINT');
+    server.proc.kill('SIGINT');
+    await new Promise((r) => setTimeout(r, 1500));
+    expect(server.proc.exitCode).toBeNull(); // still finishing the request in flight
+    expect(server.output().match(/SIGINT: stopping/g)).toHaveLength(1);
+
+    const sent = Date.now();
+    server.proc.kill('SIGINT');
+    expect(await exited).toBe(1);
+    expect(Date.now() - sent).toBeLessThan(5_000);
+    expect(server.output()).toContain('SIGINT again: exiting now, without finishing');
   });
 
   it('a bad STATEHOUSE_SHUTDOWN_TIMEOUT stops the start (exit 2, naming it)', async () => {
