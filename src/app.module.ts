@@ -6,7 +6,7 @@ import { AuthModule } from './auth/auth.module';
 import { BackendModule } from './backend/backend.module';
 import { ApiExceptionFilter } from './common/api-exception.filter';
 import { JsonBodyInterceptor } from './common/body-parsing';
-import { loggerParams } from './common/logging';
+import { appLoggerParams } from './common/log-output';
 import { AppConfig } from './config/config';
 import { ConfigModule } from './config/config.module';
 import { DatabaseModule } from './database/database.module';
@@ -25,7 +25,7 @@ export class AppModule {
       module: AppModule,
       imports: [
         ConfigModule.forRoot(config),
-        LoggerModule.forRoot(loggerParams(config)),
+        LoggerModule.forRoot(appLoggerParams(config)),
         DatabaseModule,
         StorageModule,
         AuditModule,

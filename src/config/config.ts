@@ -17,6 +17,10 @@ const LOG_LEVELS: readonly LogLevel[] = [
   'silent',
 ];
 
+/** `auto`: one human-readable line per event on a terminal, JSON lines otherwise. */
+export type LogFormat = 'auto' | 'json' | 'text';
+const LOG_FORMATS: readonly LogFormat[] = ['auto', 'json', 'text'];
+
 export interface S3StorageConfig {
   bucket: string;
   prefix: string;
@@ -53,6 +57,11 @@ export interface AppConfig {
   authDisabled: boolean;
   tls: { certFile: string; keyFile: string } | undefined;
   logLevel: LogLevel;
+  logFormat: LogFormat;
+  /** Colours in the text format (on a terminal only); off when NO_COLOR is set. */
+  logColor: boolean;
+  /** How long in-flight requests may take to finish after SIGTERM or SIGINT. */
+  shutdownTimeoutSeconds: number;
   oidc: { issuer: string; clientId: string; scopes: string[]; groupsClaim: string } | undefined;
   tokens: {
     /** PKCS#8 PEM of the Ed25519 signing key, when configured (else generated and stored). */
@@ -123,6 +132,8 @@ const KNOWN = new Set([
   'STATEHOUSE_TLS_CERT_FILE',
   'STATEHOUSE_TLS_KEY_FILE',
   'STATEHOUSE_LOG_LEVEL',
+  'STATEHOUSE_LOG_FORMAT',
+  'STATEHOUSE_SHUTDOWN_TIMEOUT',
   'STATEHOUSE_OIDC_ISSUER',
   'STATEHOUSE_OIDC_CLIENT_ID',
   'STATEHOUSE_OIDC_SCOPES',
@@ -355,6 +366,17 @@ export function loadConfig(env: Env = process.env): AppConfig {
   else
     problems.push(`STATEHOUSE_LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')} (got "${logRaw}")`);
 
+  const formatRaw = str('STATEHOUSE_LOG_FORMAT')?.toLowerCase() ?? 'auto';
+  let logFormat: LogFormat = 'auto';
+  if ((LOG_FORMATS as readonly string[]).includes(formatRaw)) logFormat = formatRaw as LogFormat;
+  else
+    problems.push(
+      `STATEHOUSE_LOG_FORMAT must be one of ${LOG_FORMATS.join(', ')} (got "${formatRaw}")`,
+    );
+  // https://no-color.org: any non-empty value turns colours off.
+  const logColor = (env.NO_COLOR ?? '') === '';
+  const shutdownTimeoutSeconds = duration('STATEHOUSE_SHUTDOWN_TIMEOUT', 25, 1, 3600);
+
   // Human login through OpenID Connect.
   const oidcIssuer = url('STATEHOUSE_OIDC_ISSUER');
   const oidcClient = str('STATEHOUSE_OIDC_CLIENT_ID');
@@ -498,6 +520,9 @@ export function loadConfig(env: Env = process.env): AppConfig {
     authDisabled,
     tls,
     logLevel,
+    logFormat,
+    logColor,
+    shutdownTimeoutSeconds,
     oidc,
     tokens: { privateKeyPem, kid: tokenKid, accessTtlSeconds, refreshTtlSeconds },
     sts: { kid: stsKid, hmacKeys, ttlSeconds: stsTtlSeconds },

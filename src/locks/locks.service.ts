@@ -20,7 +20,7 @@ export interface UnlockOptions {
 }
 
 /**
- * The lock authority of ARCHITECTURE.md, the same for every door: acquire (idempotent for the
+ * The lock authority (README, "Lock authority (every door)"), the same for every door: acquire (idempotent for the
  * same principal and ID), release by the holder (idempotent for a retried release), and
  * force-unlock as its own, audited action.
  */

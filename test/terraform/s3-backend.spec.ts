@@ -14,7 +14,7 @@
  * The same steps run twice, in two describes with a server each: over plain http, and over
  * https (a CA and a server certificate for 127.0.0.1 made with `openssl`), where Terraform's
  * default checksum settings make it send aws-chunked bodies with a trailing
- * `x-amz-checksum-sha256` (see ../shared/TERRAFORM-WIRE.md). Within a describe the steps run in
+ * `x-amz-checksum-sha256` (the body test/unit/aws-chunked.spec.ts decodes). Within a describe the steps run in
  * order and build on each other:
  *   1. `init`; `plan` (1 to add, nothing stored); `apply` → version 1 (serial 1, door `s3`);
  *      a second `apply` → version 2; `state list`; `state pull` equal to the stored bytes;

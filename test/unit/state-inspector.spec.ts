@@ -19,8 +19,8 @@ import {
   StateInspector,
   StateOutput,
 } from '../../src/state/state-inspector';
+import { FIXTURES } from '../support/paths';
 
-const FIXTURES = path.resolve(__dirname, '../../../shared/fixtures/terraform-1.11');
 const fixtureNames = fs
   .readdirSync(FIXTURES)
   .filter((name) => name.endsWith('.tfstate'))
