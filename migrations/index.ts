@@ -6,6 +6,7 @@ import { Graph1764560000000 } from './1764560000000-graph';
 import { S3UsedSignatures1764580000000 } from './1764580000000-s3-used-signatures';
 import { OutputsJson1764620000000 } from './1764620000000-outputs-json';
 import { CredentialLineage1764640000000 } from './1764640000000-credential-lineage';
+import { S3Buckets1764660000000 } from './1764660000000-s3-buckets';
 
 /** Every migration, in order. Applied at start under an advisory lock and by `statehouse migrate`. */
 export const MIGRATIONS = [
@@ -17,4 +18,5 @@ export const MIGRATIONS = [
   S3UsedSignatures1764580000000,
   OutputsJson1764620000000,
   CredentialLineage1764640000000,
+  S3Buckets1764660000000,
 ];
