@@ -86,7 +86,8 @@ export class S3Controller {
       if (method === 'GET') return this.s3.listBuckets(principal);
       throw notImplemented(method, 'the service');
     }
-    if (t.key === undefined && method === 'PUT' && !hasSubResource(q)) {
+    // CreateBucket: a PUT on the bucket itself, no sub-resource (?versioning, ?acl …) named.
+    if (t.key === undefined && method === 'PUT' && [...q.keys()].every((k) => k === 'x-id')) {
       return this.s3.createBucket(t.bucket, req, signing);
     }
     this.s3.assertBucket(t.bucket);
