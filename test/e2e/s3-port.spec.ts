@@ -6,9 +6,12 @@
  * ListObjects (v1), ListBuckets with real creation times — on both bases. Requests are signed
  * here (`@smithy/signature-v4`) and sent byte for byte with node:http.
  */
+import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
+import { request as httpsRequest } from 'node:https';
+import { tmpdir } from 'node:os';
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import { freshServerEnv } from '../support/database';
@@ -428,5 +431,81 @@ describe('stopping and starting again', () => {
     const r = await atRoot({ method: 'GET', bucket: '', key: '' });
     expect(tag(r.text, 'CreationDate')).toEqual([creationDate]);
     expect(await versions('port/inflight')).toEqual([1]);
+  });
+});
+
+describe('over TLS (STATEHOUSE_TLS_CERT_FILE): the S3 listener serves https too', () => {
+  let tls: RunningServer;
+  let tlsCleanup: (() => Promise<void>) | undefined;
+  let dir: string;
+  let cert: Buffer;
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'statehouse-s3-port-tls-'));
+    execFileSync(
+      'openssl',
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'ec',
+        '-pkeyopt',
+        'ec_paramgen_curve:prime256v1',
+        '-nodes',
+        '-keyout',
+        join(dir, 'key.pem'),
+        '-out',
+        join(dir, 'cert.pem'),
+        '-days',
+        '2',
+        '-subj',
+        '/CN=127.0.0.1',
+        '-addext',
+        'subjectAltName=IP:127.0.0.1',
+      ],
+      { stdio: 'pipe' },
+    );
+    cert = readFileSync(join(dir, 'cert.pem'));
+    const fresh = await freshServerEnv();
+    tlsCleanup = fresh.cleanup;
+    tls = await spawnServer(
+      {
+        ...fresh.env,
+        STATEHOUSE_S3_PORT: '0',
+        STATEHOUSE_TLS_CERT_FILE: join(dir, 'cert.pem'),
+        STATEHOUSE_TLS_KEY_FILE: join(dir, 'key.pem'),
+      },
+      { waitReady: false },
+    );
+  });
+
+  afterAll(async () => {
+    await tls?.stop();
+    await tlsCleanup?.();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  const get = (port: number, path: string) =>
+    new Promise<{ status: number; text: string }>((resolve, reject) => {
+      const req = httpsRequest({ host: '127.0.0.1', port, path, ca: cert, agent: false }, (res) => {
+        let text = '';
+        res.on('data', (d: Buffer) => (text += d.toString()));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+      });
+      req.on('error', reject);
+      req.end();
+    });
+
+  it('both listeners answer over https with the same certificate; the S3 one only as the S3 door', async () => {
+    expect(tls.s3Url).toMatch(/^https:\/\/127\.0\.0\.1:\d+$/);
+    expect(tls.output()).toMatch(
+      /listening on https:\/\/127\.0\.0\.1:\d+, and for S3 clients on https:/,
+    );
+    expect((await get(tls.port, '/healthz')).status).toBe(200);
+    const root = await get(tls.s3Port as number, '/healthz');
+    expect({ status: root.status, code: s3Code(root.text) }).toEqual({
+      status: 403,
+      code: 'AccessDenied',
+    });
   });
 });
