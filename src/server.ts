@@ -18,7 +18,8 @@ import { RequestTextPipe } from './common/request-text.pipe';
 import { printHeldNotices, StartupError } from './common/startup';
 import { buildOpenApi } from './openapi';
 import { GraphService } from './graph/graph.service';
-import { s3RootListener } from './s3compat/s3-listener';
+import { rejectMalformedS3Path, s3RootListener } from './s3compat/s3-listener';
+import { S3_PREFIX } from './s3compat/s3-request';
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -46,6 +47,7 @@ export async function createApp(
     runWithRequestContext({ requestId: id, clientIp: req.ip }, next);
   });
   app.use('/v1/backend', rejectMalformedEncoding);
+  app.use(S3_PREFIX, rejectMalformedS3Path);
   app.useGlobalPipes(
     new RequestTextPipe(),
     new ValidationPipe({ whitelist: true, forbidNonWhitelisted: true, transform: true }),

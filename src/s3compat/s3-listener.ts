@@ -1,5 +1,7 @@
+import type { NextFunction, Request, Response } from 'express';
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
 import { randomUUID } from 'node:crypto';
+import { currentRequestContext } from '../common/request-context';
 import { markAtRoot, S3_PREFIX } from './s3-request';
 import { errorXml } from './s3-xml';
 
@@ -29,18 +31,56 @@ export function s3RootListener(app: RequestListener): RequestListener {
 }
 
 function refuse(res: ServerResponse, target: string): void {
-  const requestId = randomUUID();
-  const body = errorXml(
-    'InvalidRequest',
-    'The S3 listener takes requests for /<bucket>/<key> (path-style) only',
-    target.slice(0, 200),
-    requestId,
-  );
+  answer(res, {
+    code: 'InvalidRequest',
+    message: 'The S3 listener takes requests for /<bucket>/<key> (path-style) only',
+    resource: target.slice(0, 200),
+    requestId: randomUUID(),
+    close: true,
+  });
+}
+
+/**
+ * Express middleware for `/s3` (both listeners reach the door through it), mounted before the
+ * router: Express decodes the route's wildcard parameter before any handler runs and answers a
+ * malformed percent-encoding (`%ZZ`, `%E0%A4`, bytes that are not UTF-8) itself, as JSON. The
+ * door reads its target from the raw URL; this answers that one case in the door's own format.
+ */
+export function rejectMalformedS3Path(req: Request, res: Response, next: NextFunction): void {
+  const path = req.originalUrl.split('?')[0];
+  try {
+    for (const segment of path.split('/')) decodeURIComponent(segment);
+  } catch {
+    answer(res, {
+      code: 'InvalidURI',
+      message:
+        "Couldn't parse the specified URI: the path has a malformed percent-encoding or is not UTF-8",
+      resource: path.slice(0, 200),
+      requestId: currentRequestContext()?.requestId ?? randomUUID(),
+      head: req.method === 'HEAD',
+    });
+    return;
+  }
+  next();
+}
+
+function answer(
+  res: ServerResponse,
+  e: {
+    code: 'InvalidRequest' | 'InvalidURI';
+    message: string;
+    resource: string;
+    requestId: string;
+    close?: boolean;
+    head?: boolean;
+  },
+): void {
+  const body = errorXml(e.code, e.message, e.resource, e.requestId);
   res.writeHead(400, {
     'Content-Type': 'application/xml',
     'Content-Length': Buffer.byteLength(body),
-    'x-amz-request-id': requestId,
-    Connection: 'close',
+    'x-amz-request-id': e.requestId,
+    ...(e.close ? { Connection: 'close' } : {}),
   });
-  res.end(body);
+  res.end(e.head ? undefined : body);
 }

@@ -213,6 +213,42 @@ describe('the S3 door at the root of its own listener', () => {
     expect((await fetch(`${server.url}/healthz`)).status).toBe(200);
   });
 
+  it('a malformed percent-encoding in the path is answered in S3 XML (400 InvalidURI) on both bases, never JSON', async () => {
+    const raw = (port: number, method: string, path: string) =>
+      new Promise<{ status: number; type: string; text: string }>((resolve, reject) => {
+        const req = httpRequest({ host: '127.0.0.1', port, method, path, agent: false }, (res) => {
+          let text = '';
+          res.on('data', (d: Buffer) => (text += d.toString()));
+          res.on('end', () =>
+            resolve({
+              status: res.statusCode ?? 0,
+              type: String(res.headers['content-type']),
+              text,
+            }),
+          );
+        });
+        req.on('error', reject);
+        req.end();
+      });
+    for (const [port, base] of [
+      [server.s3Port as number, ''],
+      [server.port, '/s3'],
+    ] as const) {
+      for (const bad of ['/tfstate/%ZZ', '/tfstate/a/%E0%A4%A', '/%FF/terraform.tfstate']) {
+        const r = await raw(port, 'GET', `${base}${bad}`);
+        expect({ path: `${base}${bad}`, status: r.status, code: s3Code(r.text) }).toEqual({
+          path: `${base}${bad}`,
+          status: 400,
+          code: 'InvalidURI',
+        });
+        expect(r.type).toMatch(/^application\/xml/);
+        expect(r.text).toContain(`<Resource>${base}${bad}</Resource>`);
+      }
+      const head = await raw(port, 'HEAD', `${base}/tfstate/%ZZ`);
+      expect({ status: head.status, text: head.text }).toEqual({ status: 400, text: '' });
+    }
+  });
+
   it('the location of a completed multipart upload is under the base it was sent to', async () => {
     for (const [where, send] of [
       ['/s3', atMain],
