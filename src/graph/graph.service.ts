@@ -6,7 +6,6 @@ import { DomainError, invalidRequest } from '../common/errors';
 import { assertUnitName, assertWorkspace } from '../common/names';
 import { APP_CONFIG, AppConfig } from '../config/config';
 import { AuthorizationService } from '../rbac/authorization.service';
-import { OutputDigester } from '../state/output-digester';
 import { StateWriteHook, StateWriteHooks, WriteContext } from '../state/write-hooks';
 import {
   analyse,
@@ -126,7 +125,6 @@ export class GraphService implements StateWriteHook, OnModuleInit {
   constructor(
     private readonly repo: GraphRepository,
     private readonly authz: AuthorizationService,
-    private readonly digester: OutputDigester,
     private readonly hooks: StateWriteHooks,
     private readonly audit: AuditService,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
@@ -174,7 +172,7 @@ export class GraphService implements StateWriteHook, OnModuleInit {
       edges.set(`${source.name}\0${nodeKey(producer)}`, {
         producer,
         name: source.name,
-        recorded: this.digester.digestValues(source.outputs),
+        recorded: source.outputs, // digests, computed while the state streamed in
       });
     }
     return { kind: 'replace', edges: [...edges.values()], refused };

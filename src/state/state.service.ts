@@ -321,7 +321,7 @@ export class StateService {
     }
 
     const key = newBlobKey();
-    const ingest = new StateIngest(this.config.maxStateBytes);
+    const ingest = new StateIngest(this.config.maxStateBytes, { digestKey: this.digester.keys });
     let stored = false;
     try {
       await this.blobs.put(key, feed(req.body, ingest));
@@ -814,7 +814,7 @@ export class StateService {
       const state = unit && (await this.repo.findState(m, unit.id, addr.workspace));
       const version = state && (await this.repo.findVersion(m, state.id, n));
       if (!version) return undefined;
-      const inspector = new StateInspector();
+      const inspector = new StateInspector({ digestKey: this.digester.keys });
       for await (const chunk of await this.blobs.get(version.blob_key)) {
         inspector.write(chunk as Buffer);
       }
