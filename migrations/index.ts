@@ -3,6 +3,7 @@ import { Identity1764500000000 } from './1764500000000-identity';
 import { S3Multipart1764520000000 } from './1764520000000-s3-multipart';
 import { RbacAudit1764540000000 } from './1764540000000-rbac-audit';
 import { Graph1764560000000 } from './1764560000000-graph';
+import { OutputDigestsV21764600000000 } from './1764600000000-output-digests-v2';
 
 /** Every migration, in order. Applied at start under an advisory lock and by `statehouse migrate`. */
 export const MIGRATIONS = [
@@ -11,4 +12,5 @@ export const MIGRATIONS = [
   S3Multipart1764520000000,
   RbacAudit1764540000000,
   Graph1764560000000,
+  OutputDigestsV21764600000000,
 ];

@@ -1,7 +1,23 @@
 import { Injectable, OnModuleInit } from '@nestjs/common';
 import { randomBytes } from 'node:crypto';
 import { SharedSecrets } from '../database/shared-secrets.service';
-import { digestKeys, DigestKeys, outputDigests, outputValues } from '../graph/digests';
+import {
+  digestKeys,
+  DigestKeys,
+  outputDigests,
+  outputSetDigest,
+  outputValues,
+  sensitiveNames,
+  withoutNames,
+} from '../graph/digests';
+
+/** What a version stores for the dependency graph about its outputs. */
+export interface OutputFacts {
+  output_digests: Record<string, string>;
+  sensitive_outputs: string[];
+  output_set_digest: string;
+  public_output_set_digest: string;
+}
 
 /** Where the graph digest key is kept (shared by every replica; read by the digest migration). */
 export const GRAPH_DIGEST_KEY_SETTING = 'graph_digest_key';
@@ -41,6 +57,18 @@ export class OutputDigester implements OnModuleInit {
   /** Digests of a state's outputs (`{name: {value, …}}`). */
   digestOutputs(outputs: Record<string, unknown> | null): Record<string, string> {
     return this.digestValues(outputValues(outputs));
+  }
+
+  /** The digests of a state's outputs, which are sensitive, and the digests of both sets. */
+  describeOutputs(outputs: Record<string, unknown> | null): OutputFacts {
+    const digests = this.digestOutputs(outputs);
+    const sensitive = sensitiveNames(outputs);
+    return {
+      output_digests: digests,
+      sensitive_outputs: sensitive,
+      output_set_digest: outputSetDigest(digests),
+      public_output_set_digest: outputSetDigest(withoutNames(digests, sensitive)),
+    };
   }
 
   /** Digests of plain values (`{name: value}`). */

@@ -11,7 +11,7 @@ import { feed } from '../common/streams';
 import { assertMayWrite, assertNotLockedByOther } from '../locks/lock-authority';
 import { AuthorizationService } from '../rbac/authorization.service';
 import { BLOB_STORE, BlobNotFoundError, BlobStore, ByteRange } from '../storage/blob-store';
-import { OutputDigester } from './output-digester';
+import { OutputDigester, OutputFacts } from './output-digester';
 import { guardWrite } from './serial-guard';
 import { StateWriteHooks, WriteContext } from './write-hooks';
 import { StateIngest, tooLarge } from './state-ingest';
@@ -334,6 +334,12 @@ export class StateService {
         }
       }
       req.verify?.(digest);
+      // Digesting the outputs is CPU work: done before the transaction, which on the embedded
+      // database holds its only connection.
+      const facts =
+        digest.inspected.kind === 'terraform'
+          ? this.digester.describeOutputs(digest.inspected.outputs)
+          : null;
       const ctx: WriteContext = {
         principal: req.principal,
         unit: req.unit,
@@ -342,7 +348,7 @@ export class StateService {
       };
       const prepared = await this.hooks.prepareAll(ctx);
       const outcome = await this.repo.transaction(async (m) => {
-        const result = await this.commitWrite(m, req, key, digest.inspected, digest);
+        const result = await this.commitWrite(m, req, key, digest.inspected, digest, facts);
         if (result.created) {
           this.failpoint('write.before-graph');
           await this.hooks.applyAll(m, { ...ctx, version: result.version }, prepared);
@@ -365,6 +371,7 @@ export class StateService {
     key: string,
     inspected: InspectedState,
     digest: { sha256: string; md5: string; size: number },
+    facts: OutputFacts | null,
   ): Promise<{ created: boolean; version: VersionRow; pruned: string[] }> {
     const { unit } = await this.repo.ensureUnit(m, req.unit, req.principal.subject);
     const ensured = await this.repo.ensureState(m, unit.id, req.workspace);
@@ -409,8 +416,10 @@ export class StateService {
       size: String(digest.size),
       blob_key: key,
       outputs: inspected.kind === 'terraform' ? inspected.outputs : null,
-      output_digests:
-        inspected.kind === 'terraform' ? this.digester.digestOutputs(inspected.outputs) : null,
+      output_digests: facts?.output_digests ?? null,
+      sensitive_outputs: facts?.sensitive_outputs ?? null,
+      output_set_digest: facts?.output_set_digest ?? null,
+      public_output_set_digest: facts?.public_output_set_digest ?? null,
       created_by: req.principal.subject,
       door: req.door,
       restored_from: null,
