@@ -27,6 +27,7 @@ export type ErrorCode =
   | 'state_encrypted'
   | 'too_large'
   | 'unavailable'
+  | 'slow_down'
   | 'blob_unreadable'
   | 'internal';
 
@@ -88,6 +89,7 @@ export function httpStatusOf(code: ErrorCode): number {
     case 'too_large':
       return 413;
     case 'unavailable':
+    case 'slow_down':
       return 503;
     case 'blob_unreadable':
     case 'internal':

@@ -11,6 +11,7 @@ import { feed } from '../common/streams';
 import { assertMayWrite, assertNotLockedByOther } from '../locks/lock-authority';
 import { AuthorizationService } from '../rbac/authorization.service';
 import { BLOB_STORE, BlobNotFoundError, BlobStore, ByteRange } from '../storage/blob-store';
+import { InspectionBudget, InspectionLease } from './inspection-budget';
 import { OutputDigester, OutputFacts } from './output-digester';
 import { guardWrite } from './serial-guard';
 import { StateWriteHooks, WriteContext } from './write-hooks';
@@ -101,6 +102,7 @@ export class StateService {
     private readonly audit: AuditService,
     private readonly digester: OutputDigester,
     private readonly hooks: StateWriteHooks,
+    private readonly budget: InspectionBudget,
   ) {}
 
   // ---------------------------------------------------------------- units
@@ -319,9 +321,20 @@ export class StateService {
       req.body.resume();
       throw tooLarge(this.config.maxStateBytes);
     }
+    // Room in the server's inspection budget before the body is read (waits, or 503).
+    let lease: InspectionLease;
+    try {
+      lease = await this.budget.acquire(req.contentLength ?? 0);
+    } catch (e) {
+      req.body.resume(); // drained, so the connection can still carry the answer
+      throw e;
+    }
 
     const key = newBlobKey();
-    const ingest = new StateIngest(this.config.maxStateBytes, { digestKey: this.digester.keys });
+    const ingest = new StateIngest(this.config.maxStateBytes, {
+      digestKey: this.digester.keys,
+      onBytes: (n) => lease.use(n),
+    });
     let stored = false;
     try {
       await this.blobs.put(key, feed(req.body, ingest));
@@ -362,6 +375,8 @@ export class StateService {
     } catch (e) {
       if (stored) await this.deleteBlobs([key]);
       throw e;
+    } finally {
+      lease.release();
     }
   }
 
@@ -817,12 +832,14 @@ export class StateService {
     n: number,
   ): Promise<{ inspected: InspectedState; sha256: string } | undefined> {
     if (!this.hooks.any) return undefined;
+    const m = this.repo.manager;
+    const unit = await this.repo.findUnit(m, addr.unit);
+    const state = unit && (await this.repo.findState(m, unit.id, addr.workspace));
+    const version = state && (await this.repo.findVersion(m, state.id, n));
+    if (!version) return undefined;
+    // Inspecting it counts against the server's inspection budget like a write (503 when full).
+    const lease = await this.budget.acquire(Number(version.size));
     try {
-      const m = this.repo.manager;
-      const unit = await this.repo.findUnit(m, addr.unit);
-      const state = unit && (await this.repo.findState(m, unit.id, addr.workspace));
-      const version = state && (await this.repo.findVersion(m, state.id, n));
-      if (!version) return undefined;
       const inspector = new StateInspector({ digestKey: this.digester.keys });
       for await (const chunk of await this.blobs.get(version.blob_key)) {
         inspector.write(chunk as Buffer);
@@ -831,6 +848,8 @@ export class StateService {
     } catch (e) {
       this.logger.warn({ err: e }, 'could not read back a version being restored');
       return undefined;
+    } finally {
+      lease.release();
     }
   }
 

@@ -15,6 +15,7 @@ import { RbacCache } from '../../src/rbac/rbac-cache';
 import { RbacRepository } from '../../src/rbac/rbac.repository';
 import { StateRepository } from '../../src/state/state.repository';
 import { StateService } from '../../src/state/state.service';
+import { InspectionBudget } from '../../src/state/inspection-budget';
 import { OutputDigester } from '../../src/state/output-digester';
 import { StateWriteHooks } from '../../src/state/write-hooks';
 import { BlobStore } from '../../src/storage/blob-store';
@@ -81,6 +82,7 @@ export function buildServices(
     audit,
     digester,
     new StateWriteHooks(),
+    new InspectionBudget(config),
   );
   const locks = new LocksService(new LockRepository(ds), states, authz, audit);
   return { config, repo, states, locks, audit, blobs };
