@@ -49,7 +49,10 @@ export interface VersionRow {
   restored_from: number | null;
 }
 
-export type NewVersion = Omit<VersionRow, 'id' | 'created_at' | 'version'>;
+/** A version to insert; `outputs` may come already serialised (JSON text). */
+export type NewVersion = Omit<VersionRow, 'id' | 'created_at' | 'version' | 'outputs'> & {
+  outputs: Record<string, unknown> | string | null;
+};
 
 export interface StateSummaryRow extends StateRow {
   current_version: number | null;
@@ -317,7 +320,7 @@ export class StateRepository {
         v.md5,
         v.size,
         v.blob_key,
-        v.outputs === null ? null : JSON.stringify(v.outputs),
+        v.outputs === null || typeof v.outputs === 'string' ? v.outputs : JSON.stringify(v.outputs),
         v.created_by,
         v.door,
         v.restored_from,

@@ -347,11 +347,14 @@ export class StateService {
         }
       }
       req.verify?.(digest);
-      // Digesting the outputs is CPU work: done before the transaction, which on the embedded
-      // database holds its only connection.
+      // Digesting and serialising the outputs is CPU work: done before the transaction, which on
+      // the embedded database holds its only connection.
       const facts =
         digest.inspected.kind === 'terraform'
-          ? this.digester.describeOutputs(digest.inspected.outputs)
+          ? {
+              ...this.digester.describeOutputs(digest.inspected.outputs),
+              outputsJson: JSON.stringify(digest.inspected.outputs),
+            }
           : null;
       const ctx: WriteContext = {
         principal: req.principal,
@@ -386,7 +389,7 @@ export class StateService {
     key: string,
     inspected: InspectedState,
     digest: { sha256: string; md5: string; size: number },
-    facts: OutputFacts | null,
+    facts: (OutputFacts & { outputsJson: string }) | null,
   ): Promise<{ created: boolean; version: VersionRow; pruned: string[] }> {
     const { unit } = await this.repo.ensureUnit(m, req.unit, req.principal.subject);
     const ensured = await this.repo.ensureState(m, unit.id, req.workspace);
@@ -430,7 +433,7 @@ export class StateService {
       md5: digest.md5,
       size: String(digest.size),
       blob_key: key,
-      outputs: inspected.kind === 'terraform' ? inspected.outputs : null,
+      outputs: facts?.outputsJson ?? null,
       output_digests: facts?.output_digests ?? null,
       sensitive_outputs: facts?.sensitive_outputs ?? null,
       output_set_digest: facts?.output_set_digest ?? null,
