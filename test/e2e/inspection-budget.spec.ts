@@ -68,10 +68,10 @@ async function stateStatus(server: RunningServer, unit: string): Promise<number>
   return r.status;
 }
 
-describe('inspection budget: nothing waits, nothing fits', () => {
-  let server: RunningServer;
-  let cleanup: () => Promise<void>;
-
+/** A server with a 1 MiB budget (and largest state) for the tests of one describe block. */
+function budgetServer(extra: Record<string, string> = {}): () => RunningServer {
+  let server: RunningServer | undefined;
+  let cleanup: (() => Promise<void>) | undefined;
   beforeAll(async () => {
     const env = await freshServerEnv();
     cleanup = env.cleanup;
@@ -79,15 +79,21 @@ describe('inspection budget: nothing waits, nothing fits', () => {
       ...env.env,
       STATEHOUSE_MAX_STATE_BYTES: '1MiB',
       STATEHOUSE_INSPECTION_MAX_BYTES: '1MiB',
-      STATEHOUSE_INSPECTION_QUEUE: '0',
+      ...extra,
     });
   });
   afterAll(async () => {
     await server?.stop();
     await cleanup?.();
   });
+  return () => server as RunningServer;
+}
+
+describe('inspection budget: nothing waits, nothing fits', () => {
+  const current = budgetServer({ STATEHOUSE_INSPECTION_QUEUE: '0' });
 
   it('a write that does not fit beside one in progress is refused with 503 and Retry-After on every door, storing nothing', async () => {
+    const server = current();
     const big = stateOf(600 * KiB);
     const holding = slowPut(server, 'budget/holder', big);
     await sleep(1500); // its headers are in: it holds 600 KiB of the 1 MiB
@@ -169,24 +175,10 @@ describe('inspection budget: nothing waits, nothing fits', () => {
 });
 
 describe('inspection budget: a write that does not fit waits its turn', () => {
-  let server: RunningServer;
-  let cleanup: () => Promise<void>;
-
-  beforeAll(async () => {
-    const env = await freshServerEnv();
-    cleanup = env.cleanup;
-    server = await spawnServer({
-      ...env.env,
-      STATEHOUSE_MAX_STATE_BYTES: '1MiB',
-      STATEHOUSE_INSPECTION_MAX_BYTES: '1MiB',
-    });
-  });
-  afterAll(async () => {
-    await server?.stop();
-    await cleanup?.();
-  });
+  const current = budgetServer();
 
   it('goes in once the write ahead of it has finished', async () => {
+    const server = current();
     const big = stateOf(600 * KiB);
     const holding = slowPut(server, 'queue/holder', big);
     await sleep(1500);
