@@ -4,7 +4,9 @@
  * the digest of the parsed value whatever its spelling — under caps that refuse with a 400.
  */
 import fc from 'fast-check';
-import { digestKeys, digestValue } from '../../src/graph/digests';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { digestKeys, digestValue, outputDigests, outputValues } from '../../src/graph/digests';
 import {
   MAX_REMOTE_STATE_BYTES,
   MAX_REMOTE_STATES,
@@ -12,6 +14,7 @@ import {
   RemoteStateScanner,
 } from '../../src/state/remote-state-scanner';
 import { InspectedState, InvalidStateError, StateInspector } from '../../src/state/state-inspector';
+import { FIXTURES } from '../support/paths';
 
 const KEY = Buffer.alloc(32, 7);
 const KEYS = digestKeys(KEY);
@@ -158,6 +161,20 @@ describe('remote-state data sources: what is kept', () => {
     for (const chunk of [0, 1, 3, 64]) {
       expect(sources(body, chunk)[0].outputs).toEqual({ o: digestValue(KEYS, value) });
     }
+  });
+
+  it('real Terraform files: what the consumer fixture read digests as the producer fixtures’ outputs', () => {
+    const fixture = (name: string) => readFileSync(join(FIXTURES, name));
+    const produced = (name: string) => {
+      const r = inspect(fixture(name));
+      if (r.kind !== 'terraform') throw new Error(name);
+      return outputDigests(KEYS, outputValues(r.outputs as Record<string, unknown>));
+    };
+    const read = Object.fromEntries(
+      sources(fixture('consumer.tfstate'), 7).map((x) => [x.name, x.outputs]),
+    );
+    expect(read.network).toEqual(produced('producer-network.tfstate'));
+    expect(read.dns).toEqual(produced('producer-dns.tfstate'));
   });
 
   it('different values give different digests; key order and number spelling do not matter', () => {
