@@ -93,6 +93,7 @@ describe(`database (${ON_POSTGRES ? 'PostgreSQL' : 'embedded PGlite'})`, () => {
           'S3Multipart1764520000000',
           'RbacAudit1764540000000',
           'Graph1764560000000',
+          'OutputDigestsV21764600000000',
         ]);
         expect(await schemaDrift(sources[0])).toEqual([]);
       } finally {
