@@ -168,7 +168,7 @@ describe('remote-state data sources: what is kept', () => {
     const produced = (name: string) => {
       const r = inspect(fixture(name));
       if (r.kind !== 'terraform') throw new Error(name);
-      return outputDigests(KEYS, outputValues(r.outputs as Record<string, unknown>));
+      return outputDigests(KEYS, outputValues(r.outputs));
     };
     const read = Object.fromEntries(
       sources(fixture('consumer.tfstate'), 7).map((x) => [x.name, x.outputs]),
