@@ -1,6 +1,7 @@
 // Type-aware lint: floating promises and non-exhaustive switches are errors.
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
+import regexp from 'eslint-plugin-regexp';
 
 export default tseslint.config(
   {
@@ -38,6 +39,21 @@ export default tseslint.config(
       '@typescript-eslint/no-extraneous-class': 'off',
       eqeqeq: ['error', 'always'],
       'no-console': 'error',
+    },
+  },
+  {
+    // No regular expression in the server may take super-linear time on any input (issue 9):
+    // each of these was found by these rules or by the adversarial-input test
+    // (test/unit/linear-parsers.spec.ts), which also covers what they cannot see (a lazy
+    // `<a>([\s\S]*?)</a>` tried at every `<a>` of an unclosed document).
+    files: ['src/**/*.ts'],
+    plugins: { regexp },
+    rules: {
+      'regexp/no-super-linear-backtracking': ['error', { report: 'potential' }],
+      'regexp/no-super-linear-move': [
+        'error',
+        { report: 'potential', ignoreSticky: false, ignorePartial: false },
+      ],
     },
   },
   {

@@ -3,7 +3,10 @@ import { Identity1764500000000 } from './1764500000000-identity';
 import { S3Multipart1764520000000 } from './1764520000000-s3-multipart';
 import { RbacAudit1764540000000 } from './1764540000000-rbac-audit';
 import { Graph1764560000000 } from './1764560000000-graph';
+import { S3UsedSignatures1764580000000 } from './1764580000000-s3-used-signatures';
 import { OutputDigestsV21764600000000 } from './1764600000000-output-digests-v2';
+import { OutputsJson1764620000000 } from './1764620000000-outputs-json';
+import { CredentialLineage1764640000000 } from './1764640000000-credential-lineage';
 
 /** Every migration, in order. Applied at start under an advisory lock and by `statehouse migrate`. */
 export const MIGRATIONS = [
@@ -12,5 +15,8 @@ export const MIGRATIONS = [
   S3Multipart1764520000000,
   RbacAudit1764540000000,
   Graph1764560000000,
+  S3UsedSignatures1764580000000,
   OutputDigestsV21764600000000,
+  OutputsJson1764620000000,
+  CredentialLineage1764640000000,
 ];

@@ -238,10 +238,22 @@ async function startBare(dir) {
   return { url, s3: `${url}/s3`, proc, log: () => out, stop: () => stopProc(proc) };
 }
 
+/** An API token of svc:bench (bootstrap-admin mints no S3 credentials). */
+async function pipelineToken(url) {
+  const r = await fetch(`${url}/v1/auth/tokens`, {
+    method: 'POST',
+    headers: { Authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ name: `bench ${Date.now()}`, subject: 'svc:bench' }),
+  });
+  const text = await r.text();
+  if (r.status !== 201) throw new Error(`creating an API token answered ${r.status}: ${text}`);
+  return JSON.parse(text).token;
+}
+
 async function issueCreds(url) {
   const r = await fetch(`${url}/v1/auth/issue-s3-creds`, {
     method: 'POST',
-    headers: { Authorization: `Bearer ${TOKEN}` },
+    headers: { Authorization: `Bearer ${await pipelineToken(url)}` },
   });
   const text = await r.text();
   if (r.status !== 200) throw new Error(`issue-s3-creds answered ${r.status}: ${text}`);
@@ -422,7 +434,7 @@ async function terraformPlans(terraform) {
       AWS_EC2_METADATA_DISABLED: 'true',
       NO_PROXY: '127.0.0.1,localhost',
       no_proxy: '127.0.0.1,localhost',
-      STATEHOUSE_TOKEN: TOKEN,
+      STATEHOUSE_TOKEN: await pipelineToken(s.url),
     });
 
     const backends = {

@@ -1,7 +1,9 @@
 'use strict';
 // Compiles src/ and migrations/ into dist/ when dist is missing or older than the sources.
+// `node scripts/build-if-stale.js --clean` (npm's prepack): a clean build, so that nothing
+// compiled from a source that is gone ships in the package.
 const { execFileSync } = require('node:child_process');
-const { existsSync, readdirSync, statSync, writeFileSync } = require('node:fs');
+const { existsSync, readdirSync, rmSync, statSync, writeFileSync } = require('node:fs');
 const { join } = require('node:path');
 
 const root = join(__dirname, '..');
@@ -17,7 +19,8 @@ function newestMtime(dir) {
   return newest;
 }
 
-function buildIfStale() {
+function buildIfStale({ clean = false } = {}) {
+  if (clean) rmSync(join(root, 'dist'), { recursive: true, force: true });
   const sources = Math.max(
     newestMtime(join(root, 'src')),
     newestMtime(join(root, 'migrations')),
@@ -36,3 +39,5 @@ function buildIfStale() {
 }
 
 module.exports = { buildIfStale, entry, root };
+
+if (require.main === module) buildIfStale({ clean: process.argv.includes('--clean') });

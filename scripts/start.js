@@ -1,10 +1,11 @@
 #!/usr/bin/env node
 'use strict';
-// `npm start`: compiles when needed, then runs the CLI (`serve` by default from package.json).
-const { spawn } = require('node:child_process');
+// `npm start -- <command>`: compiles when needed, then runs `statehouse <command>` (`serve` when
+// no arguments are given) in this very process. The npm script `exec`s node, so there is no
+// `sh -c` in between either: a signal npm passes on reaches the server itself, and nothing is
+// left behind when it stops.
 const { buildIfStale, entry } = require('./build-if-stale');
 
 buildIfStale();
-const child = spawn(process.execPath, [entry, ...process.argv.slice(2)], { stdio: 'inherit' });
-for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => child.kill(sig));
-child.on('exit', (code, signal) => process.exit(code ?? (signal ? 1 : 0)));
+const args = process.argv.slice(2);
+void require(entry).main(args.length === 0 ? ['serve'] : args);

@@ -1,11 +1,12 @@
 import { DynamicModule, Module } from '@nestjs/common';
-import { APP_FILTER } from '@nestjs/core';
+import { APP_FILTER, APP_INTERCEPTOR } from '@nestjs/core';
 import { LoggerModule } from 'nestjs-pino';
 import { AuditModule } from './audit/audit.module';
 import { AuthModule } from './auth/auth.module';
 import { BackendModule } from './backend/backend.module';
 import { ApiExceptionFilter } from './common/api-exception.filter';
-import { loggerParams } from './common/logging';
+import { JsonBodyInterceptor } from './common/body-parsing';
+import { appLoggerParams } from './common/log-output';
 import { AppConfig } from './config/config';
 import { ConfigModule } from './config/config.module';
 import { DatabaseModule } from './database/database.module';
@@ -24,7 +25,7 @@ export class AppModule {
       module: AppModule,
       imports: [
         ConfigModule.forRoot(config),
-        LoggerModule.forRoot(loggerParams(config)),
+        LoggerModule.forRoot(appLoggerParams(config)),
         DatabaseModule,
         StorageModule,
         AuditModule,
@@ -37,7 +38,10 @@ export class AppModule {
         GraphModule,
         HealthModule,
       ],
-      providers: [{ provide: APP_FILTER, useClass: ApiExceptionFilter }],
+      providers: [
+        { provide: APP_FILTER, useClass: ApiExceptionFilter },
+        { provide: APP_INTERCEPTOR, useClass: JsonBodyInterceptor },
+      ],
     };
   }
 }

@@ -21,6 +21,7 @@ import {
 import { CurrentPrincipal } from '../auth/auth.decorators';
 import type { Principal } from '../auth/principal';
 import { DomainError } from '../common/errors';
+import { UnitNameLength } from '../common/name-fields';
 import { AuthorizationService } from '../rbac/authorization.service';
 import { AuditService } from './audit.service';
 
@@ -36,7 +37,7 @@ class AuditQuery {
   @ApiPropertyOptional({ description: 'Unit name' })
   @IsOptional()
   @IsString()
-  @MaxLength(256)
+  @UnitNameLength()
   resource?: string;
 
   @ApiPropertyOptional({ example: 'unit.write' })

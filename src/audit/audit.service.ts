@@ -1,6 +1,8 @@
 import { Injectable, Logger, OnApplicationShutdown, OnModuleInit, Optional } from '@nestjs/common';
 import { DataSource, EntityManager } from 'typeorm';
+import { isUnavailable } from '../common/error-mapping';
 import { currentRequestContext } from '../common/request-context';
+import { capText, escapeUnstorable } from '../common/text';
 import { sqlRows } from '../database/sql';
 import { SecurityEvent } from './security-event';
 
@@ -8,12 +10,30 @@ export type SecurityEventInput = Omit<SecurityEvent, 'at' | 'requestId' | 'clien
 
 const FLUSH_EVERY_MS = 250;
 const FLUSH_AT = 200;
-const MAX_QUEUED = 20_000;
+export const MAX_QUEUED = 20_000;
+const BATCH_ROWS = 500;
+/** After the database was unreachable, queued events wait this long before the next try. */
+const RETRY_AFTER_MS = 1000;
+/** Longest text kept of one value (names, reasons); longer ones are cut, marked with `…`. */
+export const MAX_AUDIT_TEXT = 1024;
+const MAX_DETAILS = 32;
 const COLUMNS = 12;
 
 interface Queued {
   event: SecurityEvent;
   count: number;
+  /** The aggregation key of an anonymous refusal still counting up in its batch. */
+  key?: string;
+}
+
+/** Events the audit log failed to keep since the start, by why. */
+export interface AuditLosses {
+  /** Dropped, oldest first, while the queue was full (database unreachable for long). */
+  queueFull: number;
+  /** Refused by the database one by one, for their content. */
+  unstorable: number;
+  /** Still queued when the process stopped with the database unreachable. */
+  atShutdown: number;
 }
 
 export interface AuditRow {
@@ -50,6 +70,12 @@ export interface AuditFilter {
  * commit or vanish together. Reads and refusals are queued and written in batches off the
  * request path (`record`); repeated unauthenticated failures from one address within a batch
  * become one row with a count, so failed logins cannot be used to fill the database.
+ *
+ * No event is lost for another's content: every text is made storable before it is queued
+ * (NUL and unpaired surrogates escaped, lengths capped); a batch the database refuses is
+ * retried row by row, so only a row that still fails is lost — logged with its type, never its
+ * content, and counted. A batch that fails because the database is unreachable goes back to
+ * the queue (bounded: beyond 20,000 events the oldest are dropped and counted).
  */
 @Injectable()
 export class AuditService implements OnModuleInit, OnApplicationShutdown {
@@ -58,7 +84,10 @@ export class AuditService implements OnModuleInit, OnApplicationShutdown {
   private readonly aggregated = new Map<string, Queued>();
   private timer?: NodeJS.Timeout;
   private flushing?: Promise<void>;
-  private dropped = 0;
+  private retryAt = 0;
+  /** Dropped for a full queue since the last warning about it. */
+  private droppedSinceWarning = 0;
+  private readonly losses: AuditLosses = { queueFull: 0, unstorable: 0, atShutdown: 0 };
 
   constructor(@Optional() private readonly db?: DataSource) {}
 
@@ -70,7 +99,23 @@ export class AuditService implements OnModuleInit, OnApplicationShutdown {
 
   async onApplicationShutdown(): Promise<void> {
     clearInterval(this.timer);
+    this.retryAt = 0;
     await this.flush();
+    if (this.queue.length > 0) {
+      const byType = countByType(this.queue);
+      const events = Object.values(byType).reduce((a, b) => a + b, 0);
+      this.losses.atShutdown += events;
+      this.logger.error(
+        { eventTypes: byType },
+        `stopping with ${events} audit events not stored (the database is unreachable)`,
+      );
+      this.queue = [];
+    }
+  }
+
+  /** What the audit log failed to keep since the start. */
+  lost(): AuditLosses {
+    return { ...this.losses };
   }
 
   /** Logs the event now and stores it with the next batch. */
@@ -85,7 +130,7 @@ export class AuditService implements OnModuleInit, OnApplicationShutdown {
         existing.count++;
         return event;
       }
-      const q = { event, count: 1 };
+      const q: Queued = { event, count: 1, key };
       this.aggregated.set(key, q);
       this.enqueue(q);
       return event;
@@ -105,30 +150,83 @@ export class AuditService implements OnModuleInit, OnApplicationShutdown {
   async flush(): Promise<void> {
     if (!this.db) return;
     if (this.flushing) return this.flushing;
+    if (this.queue.length === 0 || Date.now() < this.retryAt) return;
     const batch = this.queue;
-    if (batch.length === 0) return;
     this.queue = [];
     this.aggregated.clear();
-    const db = this.db;
-    this.flushing = (async () => {
-      try {
-        for (let i = 0; i < batch.length; i += 500) {
-          const part = batch.slice(i, i + 500);
-          await db.query(insertSql(part.length), params(part));
-        }
-        if (this.dropped > 0) {
-          this.logger.warn(
-            `audit queue was full: ${this.dropped} read/refusal events were not stored`,
-          );
-          this.dropped = 0;
-        }
-      } catch (e) {
-        this.logger.error({ err: e }, `could not store ${batch.length} audit events`);
-      } finally {
-        this.flushing = undefined;
-      }
-    })();
+    this.flushing = this.store(this.db, batch)
+      .catch((e: unknown) => this.logger.error({ err: e }, 'storing audit events failed'))
+      .finally(() => (this.flushing = undefined));
     return this.flushing;
+  }
+
+  /** Stores a batch; what the database could not take because it is unreachable is re-queued. */
+  private async store(db: DataSource, batch: Queued[]): Promise<void> {
+    for (let i = 0; i < batch.length; i += BATCH_ROWS) {
+      const part = batch.slice(i, i + BATCH_ROWS);
+      try {
+        await db.query(insertSql(part.length), params(part));
+      } catch (e) {
+        const { handled, unreachable } = isUnavailable(e)
+          ? { handled: 0, unreachable: e }
+          : await this.storeOneByOne(db, part);
+        if (unreachable !== undefined) {
+          this.requeue(batch.slice(i + handled), unreachable);
+          return;
+        }
+      }
+    }
+    if (this.droppedSinceWarning > 0) {
+      this.logger.warn(
+        `audit queue was full: the ${this.droppedSinceWarning} oldest read/refusal events were not stored`,
+      );
+      this.droppedSinceWarning = 0;
+    }
+  }
+
+  /**
+   * A batch the database refused for its content: each row on its own, so one bad row costs
+   * only itself. Stops when the database becomes unreachable, saying how many rows were dealt
+   * with (stored, or given up) before.
+   */
+  private async storeOneByOne(
+    db: DataSource,
+    part: Queued[],
+  ): Promise<{ handled: number; unreachable?: unknown }> {
+    for (let j = 0; j < part.length; j++) {
+      try {
+        await db.query(insertSql(1), params([part[j]]));
+      } catch (e) {
+        if (isUnavailable(e)) return { handled: j, unreachable: e };
+        this.losses.unstorable += part[j].count;
+        this.logger.error(
+          { eventType: part[j].event.type, err: e },
+          'an audit event could not be stored; its type is logged, its content is not',
+        );
+      }
+    }
+    return { handled: part.length };
+  }
+
+  /** Back to the front of the queue, to be tried again after a pause; the oldest go first. */
+  private requeue(rest: Queued[], cause: unknown): void {
+    this.retryAt = Date.now() + RETRY_AFTER_MS;
+    this.queue = rest.concat(this.queue);
+    this.trimQueue();
+    this.logger.warn(
+      { err: cause },
+      `the database is unreachable: ${this.queue.length} audit events wait in the queue`,
+    );
+  }
+
+  private trimQueue(): void {
+    const over = this.queue.length - MAX_QUEUED;
+    if (over <= 0) return;
+    for (const q of this.queue.splice(0, over)) {
+      this.losses.queueFull += q.count;
+      this.droppedSinceWarning += q.count;
+      if (q.key !== undefined && this.aggregated.get(q.key) === q) this.aggregated.delete(q.key);
+    }
   }
 
   async query(filter: AuditFilter): Promise<AuditRow[]> {
@@ -159,27 +257,68 @@ export class AuditService implements OnModuleInit, OnApplicationShutdown {
   }
 
   private enqueue(q: Queued): void {
-    if (this.queue.length >= MAX_QUEUED) {
-      this.dropped++;
-      return;
-    }
     this.queue.push(q);
+    this.trimQueue();
     if (this.queue.length >= FLUSH_AT) void this.flush();
   }
 
   private stamp(input: SecurityEventInput): SecurityEvent {
     const ctx = currentRequestContext();
-    return {
+    return storableEvent({
       ...input,
+      // An event names its door, or takes the request's (reads, refusals, sign-ins, RBAC).
+      door: input.door ?? ctx?.door,
       requestId: ctx?.requestId,
       clientIp: ctx?.clientIp,
       at: new Date().toISOString(),
-    };
+    });
   }
 
   private log(event: SecurityEvent): void {
     this.logger.log({ msg: `security event ${event.type}`, audit: event });
   }
+}
+
+/** A text the database can store: NUL and unpaired surrogates escaped, at most 1,024 units. */
+function storableText(s: string): string {
+  return capText(escapeUnstorable(s), MAX_AUDIT_TEXT);
+}
+
+/**
+ * The event as it is logged and stored: every text storable (a value an attacker chose — a
+ * credential's scope, a header — must not stop this or any other event from being stored),
+ * and at most 32 details.
+ */
+export function storableEvent(e: SecurityEvent): SecurityEvent {
+  const text = (v: string | undefined) => (v === undefined ? undefined : storableText(v));
+  const out: SecurityEvent = {
+    ...e,
+    actor: storableText(e.actor),
+    action: text(e.action),
+    unit: text(e.unit),
+    workspace: text(e.workspace),
+    requestId: text(e.requestId),
+    clientIp: text(e.clientIp),
+  };
+  if (e.details !== undefined) {
+    const details: NonNullable<SecurityEvent['details']> = {};
+    for (const [k, v] of Object.entries(e.details).slice(0, MAX_DETAILS)) {
+      Object.defineProperty(details, storableText(k), {
+        value: typeof v === 'string' ? storableText(v) : v,
+        enumerable: true,
+        writable: true,
+        configurable: true,
+      });
+    }
+    out.details = details;
+  }
+  return out;
+}
+
+function countByType(queue: Queued[]): Record<string, number> {
+  const counts: Record<string, number> = {};
+  for (const q of queue) counts[q.event.type] = (counts[q.event.type] ?? 0) + q.count;
+  return counts;
 }
 
 function insertSql(rows: number): string {

@@ -12,6 +12,7 @@ import {
 import {
   ApiBearerAuth,
   ApiCreatedResponse,
+  ApiForbiddenResponse,
   ApiNoContentResponse,
   ApiOkResponse,
   ApiOperation,
@@ -146,9 +147,11 @@ export class AuthController {
   @HttpCode(200)
   @ApiOperation({
     summary: 'Short-lived S3 credentials for the caller (AWS credential_process JSON)',
-    description: 'For Terraform’s S3 backend and the AWS CLI through `statehouse creds --json`.',
+    description:
+      'For Terraform’s S3 backend and the AWS CLI through `statehouse creds --json`. The credentials name the API token or login session of the caller, stop working when it is revoked (or logged out), and never outlive it. bootstrap-admin gets none (403): create an API token first.',
   })
   @ApiOkResponse({ type: ProcessCredentialsView })
+  @ApiForbiddenResponse({ description: 'The caller is bootstrap-admin' })
   issueS3Creds(@CurrentPrincipal() principal: Principal): Promise<ProcessCredentialsView> {
     return this.sts.issue(principal);
   }
@@ -158,7 +161,8 @@ export class AuthController {
   @ApiOperation({ summary: 'Who the caller is' })
   @ApiOkResponse({ type: MeView })
   me(@CurrentPrincipal() principal: Principal): MeView {
-    return { ...principal };
+    const { subject, kind, via, email, groups } = principal;
+    return { subject, kind, via, ...(email ? { email } : {}), ...(groups ? { groups } : {}) };
   }
 
   @ApiBearerAuth()

@@ -4,6 +4,7 @@ import type { Request } from 'express';
 import { AuditService } from '../audit/audit.service';
 import { APP_CONFIG, AppConfig } from '../config/config';
 import { DomainError } from '../common/errors';
+import { Door, DOOR_KEY, setRequestDoor } from '../common/request-context';
 import { ALLOW_BASIC_AUTH, IS_PUBLIC, SELF_AUTHENTICATED } from './auth.decorators';
 import { CREDENTIAL_VERIFIERS, CredentialVerifier } from './credential-verifier';
 import { ANONYMOUS_ADMIN, Principal, PRINCIPAL_KEY } from './principal';
@@ -45,6 +46,8 @@ export class AuthGuard implements CanActivate {
 
   async canActivate(context: ExecutionContext): Promise<boolean> {
     const targets = [context.getHandler(), context.getClass()];
+    // The route is known from here on: every audit event of the request names its door.
+    setRequestDoor(this.reflector.getAllAndOverride<Door>(DOOR_KEY, targets) ?? 'api');
     if (this.reflector.getAllAndOverride<boolean>(IS_PUBLIC, targets)) return true;
     if (this.reflector.getAllAndOverride<boolean>(SELF_AUTHENTICATED, targets)) return true;
     const req = context.switchToHttp().getRequest<Request & { [PRINCIPAL_KEY]?: Principal }>();

@@ -16,6 +16,8 @@ import { CREDENTIAL_VERIFIERS, CredentialVerifier } from './credential-verifier'
 import { IdentityRepository } from './identity.repository';
 import { JwksController } from './jwks.controller';
 import { OidcService } from './oidc/oidc.service';
+import { CredentialRevocations } from './revocation/credential-revocations.service';
+import { RevocationRepository } from './revocation/revocation.repository';
 import { StsService } from './sts/sts.service';
 import { ApiTokenService } from './tokens/api-token.service';
 import { SigningKeys } from './tokens/signing-keys.service';
@@ -52,6 +54,8 @@ class AuthDisabledWarning implements OnModuleInit, OnApplicationShutdown {
   providers: [
     SigningKeys,
     IdentityRepository,
+    RevocationRepository,
+    CredentialRevocations,
     BootstrapTokenService,
     TokenService,
     ApiTokenService,

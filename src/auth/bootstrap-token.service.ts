@@ -4,6 +4,7 @@ import { DataSource } from 'typeorm';
 import { AuditService } from '../audit/audit.service';
 import { APP_CONFIG, AppConfig } from '../config/config';
 import { DomainError } from '../common/errors';
+import { holdUntilStarted } from '../common/startup';
 import { MIGRATION_LOCK_KEY } from '../database/migrator';
 import { CredentialVerifier } from './credential-verifier';
 import { BOOTSTRAP_ADMIN, Principal } from './principal';
@@ -65,9 +66,12 @@ export class BootstrapTokenService implements CredentialVerifier, OnModuleInit {
     }
   }
 
-  /** Printed once, outside the structured log, so it is not shipped with every log line. */
+  /**
+   * Printed once on stderr, outside the structured log (so it is not shipped with every log
+   * line), after "listening on …" (so it does not scroll away among the start-up lines).
+   */
   private announce(token: string): void {
-    process.stderr.write(
+    holdUntilStarted(
       [
         '',
         '================================================================================',
@@ -81,7 +85,7 @@ export class BootstrapTokenService implements CredentialVerifier, OnModuleInit {
         '',
       ].join('\n') + '\n',
     );
-    this.logger.warn('generated a bootstrap token and printed it once on stderr');
+    this.logger.warn('generated a bootstrap token: printed once on stderr when start-up is done');
   }
 
   async verify(secret: string): Promise<Principal | null> {

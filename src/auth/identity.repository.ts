@@ -20,8 +20,6 @@ export interface ApiTokenRow {
   name: string;
   token_hash: string;
   subject: string;
-  email: string | null;
-  groups: string[];
   created_by: string;
   created_at: Date;
   expires_at: Date | null;
@@ -29,7 +27,26 @@ export interface ApiTokenRow {
   revoked_at: Date | null;
 }
 
-/** SQL for refresh-token families and API tokens (only hashes of the secrets are stored). */
+/** A person's latest login: what their API tokens carry, until `expires_at`. */
+export interface LoginIdentityRow {
+  subject: string;
+  email: string | null;
+  groups: string[];
+  logged_in_at: Date;
+  expires_at: Date;
+}
+
+/** An API token with the live latest login of the subject it acts as (null when none). */
+export interface ApiTokenWithLogin extends ApiTokenRow {
+  login_email: string | null;
+  login_groups: string[] | null;
+  login_expires_at: Date | null;
+}
+
+/**
+ * SQL for refresh-token families, API tokens (only hashes of the secrets are stored) and each
+ * person's latest login.
+ */
 @Injectable()
 export class IdentityRepository {
   constructor(private readonly db: DataSource) {}
@@ -89,34 +106,59 @@ export class IdentityRepository {
     );
   }
 
-  async insertApiToken(
+  /**
+   * Records a login as the subject's latest: its email and groups, until `expires_at`. Of two
+   * logins racing, the later one stays.
+   */
+  async recordLogin(
     m: EntityManager,
-    row: Pick<
-      ApiTokenRow,
-      'name' | 'token_hash' | 'subject' | 'email' | 'groups' | 'created_by' | 'expires_at'
-    >,
-  ): Promise<ApiTokenRow> {
-    const rows = await sqlRows<ApiTokenRow>(
-      m,
-      `INSERT INTO api_tokens (name, token_hash, subject, email, groups, created_by, expires_at)
-       VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING *`,
-      [
-        row.name,
-        row.token_hash,
-        row.subject,
-        row.email,
-        JSON.stringify(row.groups),
-        row.created_by,
-        row.expires_at,
-      ],
+    row: Pick<LoginIdentityRow, 'subject' | 'email' | 'groups' | 'expires_at'>,
+  ): Promise<void> {
+    await m.query(
+      `INSERT INTO login_identities (subject, email, groups, logged_in_at, expires_at)
+       VALUES ($1, $2, $3, now(), $4)
+       ON CONFLICT (subject) DO UPDATE
+         SET email = EXCLUDED.email, groups = EXCLUDED.groups,
+             logged_in_at = EXCLUDED.logged_in_at, expires_at = EXCLUDED.expires_at
+       WHERE login_identities.logged_in_at <= EXCLUDED.logged_in_at`,
+      [row.subject, row.email, JSON.stringify(row.groups), row.expires_at],
+    );
+  }
+
+  async findLogin(subject: string): Promise<LoginIdentityRow | undefined> {
+    const rows = await sqlRows<LoginIdentityRow>(
+      this.db.manager,
+      'SELECT * FROM login_identities WHERE subject = $1',
+      [subject],
     );
     return rows[0];
   }
 
-  async findApiTokenByHash(hash: string): Promise<ApiTokenRow | undefined> {
+  async insertApiToken(
+    m: EntityManager,
+    row: Pick<ApiTokenRow, 'name' | 'token_hash' | 'subject' | 'created_by' | 'expires_at'>,
+  ): Promise<ApiTokenRow> {
     const rows = await sqlRows<ApiTokenRow>(
+      m,
+      `INSERT INTO api_tokens (name, token_hash, subject, created_by, expires_at)
+       VALUES ($1, $2, $3, $4, $5) RETURNING *`,
+      [row.name, row.token_hash, row.subject, row.created_by, row.expires_at],
+    );
+    return rows[0];
+  }
+
+  /**
+   * The token, with the latest login of the subject it acts as while that login still counts
+   * (a `svc:` subject never logs in, so it has none). One indexed read per authentication.
+   */
+  async findApiTokenByHash(hash: string): Promise<ApiTokenWithLogin | undefined> {
+    const rows = await sqlRows<ApiTokenWithLogin>(
       this.db.manager,
-      'SELECT * FROM api_tokens WHERE token_hash = $1',
+      `SELECT t.*, l.email AS login_email, l.groups AS login_groups,
+              l.expires_at AS login_expires_at
+         FROM api_tokens t
+         LEFT JOIN login_identities l ON l.subject = t.subject AND l.expires_at > now()
+        WHERE t.token_hash = $1`,
       [hash],
     );
     return rows[0];

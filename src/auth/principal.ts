@@ -1,3 +1,5 @@
+import type { CredentialParent } from './revocation/credential-parent';
+
 /** Who is calling. Every request that reaches a controller has one. */
 export interface Principal {
   /** Stable identifier used for lock ownership, audit and RBAC (`bootstrap-admin`, `user:…`, `svc:…`). */
@@ -8,6 +10,13 @@ export interface Principal {
   via: 'bootstrap-token' | 'auth-disabled' | 'access-token' | 'api-token' | 's3-signature';
   email?: string;
   groups?: string[];
+  /**
+   * What credentials minted for this caller (S3 credentials) derive from, and the latest moment
+   * they may stay valid (epoch seconds: the end of the API token or login session, or of the
+   * groups and email they would carry). Absent for bootstrap-admin, which mints nothing, and for
+   * callers that cannot mint (S3 signatures).
+   */
+  credential?: { parent: CredentialParent; notAfter?: number };
 }
 
 export const BOOTSTRAP_ADMIN = 'bootstrap-admin';

@@ -1,11 +1,13 @@
 import { All, Controller, Req, Res, UseFilters } from '@nestjs/common';
 import { ApiExcludeController } from '@nestjs/swagger';
+import { RawBody } from '../common/body-parsing';
 import type { Request, Response } from 'express';
 import { AllowBasicAuth, CurrentPrincipal } from '../auth/auth.decorators';
 import type { Principal } from '../auth/principal';
 import { DomainError } from '../common/errors';
 import { assertWorkspace, unitNameFromRawPath } from '../common/names';
 import { declaredLength, headerValue, readSmallBody } from '../common/raw-body';
+import { ThroughDoor } from '../common/request-context';
 import { sendState } from '../common/state-response';
 import { lockIdFromBody, MAX_LOCK_INFO_BYTES } from '../locks/lock-info';
 import { LocksService } from '../locks/locks.service';
@@ -27,7 +29,9 @@ function backendQuery(req: Request): URLSearchParams {
  * decoded wildcard. Documented in the README (Swagger has no LOCK/UNLOCK).
  */
 @ApiExcludeController()
+@ThroughDoor('http')
 @AllowBasicAuth()
+@RawBody()
 @UseFilters(BackendExceptionFilter)
 @Controller('v1/backend')
 export class BackendController {
@@ -42,7 +46,9 @@ export class BackendController {
     @Res() res: Response,
     @CurrentPrincipal() principal: Principal,
   ): Promise<void> {
-    const path = req.originalUrl.startsWith(BACKEND_PREFIX)
+    // After the prefix the router matched, in whatever case it was spelled (routes match
+    // case-insensitively): the unit part keeps its own spelling.
+    const path = req.originalUrl.toLowerCase().startsWith(BACKEND_PREFIX)
       ? req.originalUrl.slice(BACKEND_PREFIX.length)
       : '';
     const query = backendQuery(req);

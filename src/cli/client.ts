@@ -1,5 +1,6 @@
 import type { ErrorBody } from './api-types';
 import { CliError, networkReason } from './errors';
+import { trimEnd } from '../common/trim';
 
 /** An error answer of the server: its status, `code` and `message`. */
 export class ApiError extends CliError {
@@ -55,7 +56,7 @@ export function normalizeServer(raw: string): string {
   if (url.username || url.password) {
     throw new CliError('the server URL must not contain credentials', 2);
   }
-  return `${url.origin}${url.pathname.replace(/\/+$/, '')}`;
+  return `${url.origin}${trimEnd(url.pathname, '/')}`;
 }
 
 /** Turns an error answer into one line: the server's `message`, plus the lock holder if any. */

@@ -4,6 +4,7 @@ import type { AuthConfig, TokenResponse } from './api-types';
 import { ApiClient, ApiError } from './client';
 import { CliError, networkReason } from './errors';
 import { LoopbackReceiver } from './loopback';
+import { trimEnd } from '../common/trim';
 
 /** What the login needs from the provider's discovery document. */
 interface ProviderEndpoints {
@@ -55,7 +56,7 @@ async function getJson<T>(url: string, what: string): Promise<T> {
 
 /** The provider's endpoints, from `<issuer>/.well-known/openid-configuration`. */
 export async function discoverProvider(issuer: string): Promise<ProviderEndpoints> {
-  const url = `${issuer.replace(/\/+$/, '')}/.well-known/openid-configuration`;
+  const url = `${trimEnd(issuer, '/')}/.well-known/openid-configuration`;
   const doc = await getJson<Partial<ProviderEndpoints>>(url, 'the OpenID provider');
   if (doc.issuer !== issuer) {
     throw new CliError(

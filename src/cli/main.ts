@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import 'reflect-metadata';
 import { Command, CommanderError } from 'commander';
+import { StartupError } from '../common/startup';
 import { ConfigError, loadConfig } from '../config/config';
 import { registerAuditCommands } from './commands/audit';
 import { registerAuthCommands } from './commands/auth';
@@ -9,6 +10,7 @@ import { registerLockCommands } from './commands/lock';
 import { registerRbacCommands } from './commands/rbac';
 import { registerTokenCommands } from './commands/token';
 import { registerUnitCommands } from './commands/unit';
+import { packageVersion } from './version';
 
 /**
  * The `statehouse` command: the server (`serve`, `migrate`, `openapi`) and the client commands
@@ -21,6 +23,7 @@ export function buildCli(): Command {
       '--server <url>',
       'the Statehouse server (default: $STATEHOUSE_SERVER, else http://localhost:8080)',
     )
+    .version(packageVersion(), '-V, --version', 'print the version')
     .configureHelp({ showGlobalOptions: true })
     // Usage errors: one line `statehouse: …` and exit code 2 (see the handler below).
     .configureOutput({
@@ -33,8 +36,8 @@ export function buildCli(): Command {
     .description('start the server (settings from the environment; see the README)')
     .action(async () => {
       const config = loadConfig();
-      const { startServer } = await import('../server');
-      await startServer(config);
+      const { serve } = await import('../server');
+      await serve(config);
     });
 
   program
@@ -67,19 +70,34 @@ export function buildCli(): Command {
   return program;
 }
 
-if (require.main === module) {
-  buildCli()
-    .parseAsync(process.argv)
-    .catch((e: unknown) => {
-      if (e instanceof CommanderError) {
-        // Help and --version exit 0; every parsing error is a usage error.
-        process.exit(e.exitCode === 0 ? 0 : 2);
-      }
-      if (e instanceof ConfigError) {
-        process.stderr.write(`statehouse: ${e.message}\n`);
-        process.exit(2);
-      }
-      process.stderr.write(`statehouse: ${(e as Error).stack ?? String(e)}\n`);
-      process.exit(1);
-    });
+/**
+ * Runs the command line `args` (without node and the script), e.g. `['serve']`. Failures are
+ * reported here: usage and configuration errors in one line with exit code 2, a server that
+ * cannot start for a reason the operator can fix in one line with exit code 1, anything else
+ * with its stack.
+ */
+export function main(args: string[]): Promise<void> {
+  return buildCli()
+    .parseAsync(args, { from: 'user' })
+    .then(
+      () => undefined,
+      (e: unknown) => {
+        if (e instanceof CommanderError) {
+          // Help and --version exit 0; every parsing error is a usage error.
+          process.exit(e.exitCode === 0 ? 0 : 2);
+        }
+        if (e instanceof ConfigError) {
+          process.stderr.write(`statehouse: ${e.message}\n`);
+          process.exit(2);
+        }
+        if (e instanceof StartupError) {
+          process.stderr.write(`statehouse: ${e.message}\n`);
+          process.exit(1);
+        }
+        process.stderr.write(`statehouse: ${(e as Error).stack ?? String(e)}\n`);
+        process.exit(1);
+      },
+    );
 }
+
+if (require.main === module) void main(process.argv.slice(2));

@@ -12,8 +12,17 @@ export function handled<A extends unknown[]>(
       await fn(...args);
     } catch (e) {
       const { message, exitCode } = describeFailure(e);
-      process.stderr.write(`statehouse: ${message.replace(/\s*\n\s*/g, ' ')}\n`);
+      process.stderr.write(`statehouse: ${oneLine(message)}\n`);
       process.exitCode = exitCode;
     }
   };
+}
+
+/** The message on one line: its lines trimmed and joined by a space. */
+function oneLine(message: string): string {
+  return message
+    .split('\n')
+    .map((l) => l.trim())
+    .filter((l) => l !== '')
+    .join(' ');
 }

@@ -1,5 +1,12 @@
-import { ArgumentsHost, Catch, ExceptionFilter, HttpException, Logger } from '@nestjs/common';
-import type { Response } from 'express';
+import {
+  ArgumentsHost,
+  Catch,
+  ExceptionFilter,
+  HttpException,
+  Logger,
+  NotFoundException,
+} from '@nestjs/common';
+import type { Request, Response } from 'express';
 import { toDomainError } from './error-mapping';
 import { DomainError, httpStatusOf } from './errors';
 import { currentRequestContext } from './request-context';
@@ -120,7 +127,25 @@ export class ApiExceptionFilter implements ExceptionFilter {
   catch(exception: unknown, host: ArgumentsHost): void {
     const ctx = host.switchToHttp();
     const res = ctx.getResponse<Response>();
-    const { status, body } = describeError(exception);
+    const req = ctx.getRequest<Request>();
+    const { status, body } = describeError(unmatched(exception, req) ?? exception);
     sendError(res, status, 'application/json', JSON.stringify(body));
   }
+}
+
+/**
+ * A request no route matched — Nest's fallback handler throws a `NotFoundException`, which no
+ * handler of ours does (they throw domain errors; a missing state is `state_not_found`): 400
+ * `unknown_route` naming the method and path, never 404. Terraform's http backend reads a 404 on
+ * GET as "no state", so a mistyped address must not look like an empty state. The path is named
+ * without its query (which may carry credentials), shortened.
+ */
+function unmatched(exception: unknown, req: Request): DomainError | undefined {
+  if (!(exception instanceof NotFoundException)) return undefined;
+  const path = req.originalUrl.split('?')[0];
+  const shown = path.length > 200 ? `${path.slice(0, 200)}…` : path;
+  return new DomainError(
+    'unknown_route',
+    `no route matches ${req.method} ${shown} (see /docs for the API, /v1/backend/<unit> for the Terraform http backend, /s3 for the S3 door)`,
+  );
 }

@@ -43,11 +43,44 @@ export function isUnavailable(e: unknown): boolean {
   return false;
 }
 
+/**
+ * PostgreSQL refusing the text it was given: a NUL character (22021, or 22P05 for the `\u0000`
+ * escape in jsonb), an unpaired surrogate escape in json (22P02 with a Unicode message).
+ */
+const ENCODING_CODES = new Set(['22021', '22P05']);
+const ENCODING_MESSAGE =
+  /unsupported Unicode escape sequence|invalid byte sequence for encoding|Unicode (high|low) surrogate must|invalid Unicode surrogate pair/i;
+
+/**
+ * True for errors that mean "the database cannot store this text". Requests are checked for
+ * such text where they enter; this catches whatever slips past, so it is a 400, never a 500.
+ */
+export function isUnstorableText(e: unknown): boolean {
+  for (let cur: unknown = e, depth = 0; cur && depth < 4; depth++) {
+    const err = cur as {
+      code?: unknown;
+      message?: unknown;
+      driverError?: unknown;
+      cause?: unknown;
+    };
+    if (typeof err.code === 'string' && ENCODING_CODES.has(err.code)) return true;
+    if (typeof err.message === 'string' && ENCODING_MESSAGE.test(err.message)) return true;
+    cur = err.driverError ?? err.cause;
+  }
+  return false;
+}
+
 /** Everything a door can throw, as a DomainError (or an HttpException Nest raised itself). */
 export function toDomainError(e: unknown): DomainError | HttpException {
   if (e instanceof DomainError || e instanceof HttpException) return e;
   if (isUnavailable(e)) {
     return new DomainError('unavailable', 'the database or blob store is unavailable; try again');
+  }
+  if (isUnstorableText(e)) {
+    return new DomainError(
+      'invalid_request',
+      'the request holds text that cannot be stored (a NUL character or an unpaired UTF-16 surrogate)',
+    );
   }
   return new DomainError('internal', 'internal error');
 }

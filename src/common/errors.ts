@@ -4,6 +4,7 @@
  */
 export type ErrorCode =
   | 'invalid_request'
+  | 'unknown_route'
   | 'invalid_name'
   | 'invalid_state'
   | 'checksum_mismatch'
@@ -59,6 +60,7 @@ export const invalidRequest = (message: string): DomainError =>
 export function httpStatusOf(code: ErrorCode): number {
   switch (code) {
     case 'invalid_request':
+    case 'unknown_route':
     case 'invalid_name':
     case 'invalid_state':
     case 'checksum_mismatch':

@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Params } from 'nestjs-pino';
 import type { AppConfig } from '../config/config';
+import { errorForLog } from './error-log';
 
 /** Query parameters whose values are credentials (presigned S3 URLs, tokens). */
 const SECRET_PARAMS =
@@ -31,6 +32,8 @@ export function redactUrl(url: string | undefined): string | undefined {
 /**
  * Structured JSON logs with a request id on every line. Requests are logged without headers
  * (no Authorization, no cookies) and with credential query parameters redacted; bodies never.
+ * Every error goes through `errorForLog` (log errors as `{ err }`): code, constraint, table,
+ * column and the message without quoted literals, never what the error was carrying.
  */
 export function loggerParams(config: AppConfig): Params {
   return {
@@ -53,7 +56,25 @@ export function loggerParams(config: AppConfig): Params {
         ],
         censor: '[redacted]',
       },
+      hooks: {
+        // pino makes an error's raw message the line's `msg` when none is given: the
+        // serializer's stripped message instead.
+        logMethod(args, method) {
+          const [first, second] = args as unknown[];
+          if (typeof second !== 'string' && typeof first === 'object' && first !== null) {
+            const holder = first as { err?: unknown; msg?: unknown };
+            const err =
+              first instanceof Error ? first : holder.msg === undefined ? holder.err : undefined;
+            if (err !== undefined) {
+              const obj = first instanceof Error ? { err: first } : first;
+              return method.apply(this, [obj, errorForLog(err).message, ...args.slice(1)] as never);
+            }
+          }
+          return method.apply(this, args);
+        },
+      },
       serializers: {
+        err: errorForLog,
         req: (req: IncomingMessage & { id?: string; raw?: IncomingMessage }) => {
           const raw = req.raw ?? req;
           return {

@@ -2,6 +2,8 @@ import { DomainError } from './errors';
 
 export const MAX_UNIT_NAME_LENGTH = 256;
 export const MAX_WORKSPACE_LENGTH = 128;
+/** Role and permission names (RBAC). */
+export const MAX_RBAC_NAME_LENGTH = 64;
 export const DEFAULT_WORKSPACE = 'default';
 const SEGMENT = /^[A-Za-z0-9._-]+$/;
 

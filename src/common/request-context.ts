@@ -1,9 +1,15 @@
+import { SetMetadata } from '@nestjs/common';
 import { AsyncLocalStorage } from 'node:async_hooks';
+
+/** The ways into the server: the S3 door, Terraform's HTTP backend, the management API. */
+export type Door = 'http' | 's3' | 'api';
 
 export interface RequestContext {
   requestId: string;
   /** The client address, after STATEHOUSE_TRUSTED_PROXIES is applied. */
   clientIp: string | undefined;
+  /** Which door the request came through; known once its route is (`setRequestDoor`). */
+  door?: Door;
 }
 
 const storage = new AsyncLocalStorage<RequestContext>();
@@ -16,3 +22,18 @@ export function runWithRequestContext<T>(ctx: RequestContext, fn: () => T): T {
 export function currentRequestContext(): RequestContext | undefined {
   return storage.getStore();
 }
+
+/** Records the door of the current request (the global guard does, from the route's `@ThroughDoor`). */
+export function setRequestDoor(door: Door): void {
+  const ctx = storage.getStore();
+  if (ctx) ctx.door = door;
+}
+
+export const DOOR_KEY = 'statehouse:door';
+
+/**
+ * The door a controller's routes belong to (routes without one are the management API). The
+ * route decides, not the path: a door may be served under more than one path.
+ */
+export const ThroughDoor = (door: Door): ClassDecorator & MethodDecorator =>
+  SetMetadata(DOOR_KEY, door);

@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { resolve } from 'node:path';
 import { BLOB_DRIVERS, BlobDriverName } from '../storage/blob-store';
+import { trimBoth, trimEnd } from '../common/trim';
 import { Secret } from './secret';
 
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
@@ -15,6 +16,10 @@ const LOG_LEVELS: readonly LogLevel[] = [
   'trace',
   'silent',
 ];
+
+/** `auto`: one human-readable line per event on a terminal, JSON lines otherwise. */
+export type LogFormat = 'auto' | 'json' | 'text';
+const LOG_FORMATS: readonly LogFormat[] = ['auto', 'json', 'text'];
 
 export interface S3StorageConfig {
   bucket: string;
@@ -57,6 +62,11 @@ export interface AppConfig {
   authDisabled: boolean;
   tls: { certFile: string; keyFile: string } | undefined;
   logLevel: LogLevel;
+  logFormat: LogFormat;
+  /** Colours in the text format (on a terminal only); off when NO_COLOR is set. */
+  logColor: boolean;
+  /** How long in-flight requests may take to finish after SIGTERM or SIGINT. */
+  shutdownTimeoutSeconds: number;
   oidc: { issuer: string; clientId: string; scopes: string[]; groupsClaim: string } | undefined;
   tokens: {
     /** PKCS#8 PEM of the Ed25519 signing key, when configured (else generated and stored). */
@@ -129,6 +139,8 @@ const KNOWN = new Set([
   'STATEHOUSE_TLS_CERT_FILE',
   'STATEHOUSE_TLS_KEY_FILE',
   'STATEHOUSE_LOG_LEVEL',
+  'STATEHOUSE_LOG_FORMAT',
+  'STATEHOUSE_SHUTDOWN_TIMEOUT',
   'STATEHOUSE_OIDC_ISSUER',
   'STATEHOUSE_OIDC_CLIENT_ID',
   'STATEHOUSE_OIDC_SCOPES',
@@ -208,7 +220,7 @@ export function loadConfig(env: Env = process.env): AppConfig {
     try {
       const u = new URL(raw);
       if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new Error('scheme');
-      return raw.replace(/\/+$/, '');
+      return trimEnd(raw, '/');
     } catch {
       problems.push(`${name} must be an http(s) URL (got "${raw}")`);
       return undefined;
@@ -282,7 +294,7 @@ export function loadConfig(env: Env = process.env): AppConfig {
     }
     s3 = {
       bucket: bucket ?? '',
-      prefix: prefix.replace(/^\/+|\/+$/g, ''),
+      prefix: trimBoth(prefix, '/'),
       region: str('STATEHOUSE_STORAGE_S3_REGION') ?? 'us-east-1',
       endpoint: url('STATEHOUSE_STORAGE_S3_ENDPOINT'),
       forcePathStyle: bool('STATEHOUSE_STORAGE_S3_FORCE_PATH_STYLE'),
@@ -368,6 +380,17 @@ export function loadConfig(env: Env = process.env): AppConfig {
   else
     problems.push(`STATEHOUSE_LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')} (got "${logRaw}")`);
 
+  const formatRaw = str('STATEHOUSE_LOG_FORMAT')?.toLowerCase() ?? 'auto';
+  let logFormat: LogFormat = 'auto';
+  if ((LOG_FORMATS as readonly string[]).includes(formatRaw)) logFormat = formatRaw as LogFormat;
+  else
+    problems.push(
+      `STATEHOUSE_LOG_FORMAT must be one of ${LOG_FORMATS.join(', ')} (got "${formatRaw}")`,
+    );
+  // https://no-color.org: any non-empty value turns colours off.
+  const logColor = (env.NO_COLOR ?? '') === '';
+  const shutdownTimeoutSeconds = duration('STATEHOUSE_SHUTDOWN_TIMEOUT', 25, 1, 3600);
+
   // Human login through OpenID Connect.
   const oidcIssuer = url('STATEHOUSE_OIDC_ISSUER');
   const oidcClient = str('STATEHOUSE_OIDC_CLIENT_ID');
@@ -407,7 +430,7 @@ export function loadConfig(env: Env = process.env): AppConfig {
     problems.push('STATEHOUSE_TOKENS_KID may only hold letters, digits, _ and - (at most 64)');
   }
   const accessTtlSeconds = duration('STATEHOUSE_TOKENS_ACCESS_TTL', 3600, 60, 86400);
-  const refreshTtlSeconds = duration('STATEHOUSE_TOKENS_REFRESH_TTL', 30 * 86400, 300, 400 * 86400);
+  const refreshTtlSeconds = duration('STATEHOUSE_TOKENS_REFRESH_TTL', 30 * 86400, 10, 400 * 86400);
 
   // S3 credentials.
   const stsKid = str('STATEHOUSE_STS_KID') ?? 'K1';
@@ -451,7 +474,7 @@ export function loadConfig(env: Env = process.env): AppConfig {
         const u = new URL(a);
         if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new Error('scheme');
         if (u.search || u.hash || u.username || u.password) throw new Error('parts');
-        aliases.push(a.replace(/\/+$/, ''));
+        aliases.push(trimEnd(a, '/'));
       } catch {
         problems.push(
           `STATEHOUSE_ALIASES: "${a}" must be a base URL like https://statehouse.internal:8443 (comma-separated)`,
@@ -512,6 +535,9 @@ export function loadConfig(env: Env = process.env): AppConfig {
     authDisabled,
     tls,
     logLevel,
+    logFormat,
+    logColor,
+    shutdownTimeoutSeconds,
     oidc,
     tokens: { privateKeyPem, kid: tokenKid, accessTtlSeconds, refreshTtlSeconds },
     sts: { kid: stsKid, hmacKeys, ttlSeconds: stsTtlSeconds },

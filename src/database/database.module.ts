@@ -1,5 +1,6 @@
 import { Global, Inject, Injectable, Logger, Module, OnApplicationShutdown } from '@nestjs/common';
 import { DataSource } from 'typeorm';
+import { StartupError } from '../common/startup';
 import { APP_CONFIG, AppConfig } from '../config/config';
 import { createDataSource, databaseTarget } from './data-source';
 import { EmbeddedPostgres } from './embedded-postgres';
@@ -29,7 +30,9 @@ export class DatabaseHandle implements OnApplicationShutdown {
     }
     try {
       this.dataSource = createDataSource(databaseTarget(this.config, this.embedded?.socketDir));
-      await this.dataSource.initialize();
+      await this.dataSource.initialize().catch((e: unknown) => {
+        throw unreachable(e, this.config.databaseUrl !== undefined);
+      });
       const applied = await migrateUnderLock(this.dataSource);
       if (applied.length > 0) this.logger.log(`applied migrations: ${applied.join(', ')}`);
       if (this.embedded) {
@@ -51,7 +54,7 @@ export class DatabaseHandle implements OnApplicationShutdown {
       await this.dataSource.query('ANALYZE');
       this.logger.debug(`ANALYZE took ${Date.now() - started} ms`);
     } catch (e) {
-      this.logger.warn(`ANALYZE failed: ${(e as Error).message}`);
+      this.logger.warn({ err: e }, 'ANALYZE failed');
     }
   }
 
@@ -63,6 +66,28 @@ export class DatabaseHandle implements OnApplicationShutdown {
       this.embedded = undefined;
     }
   }
+}
+
+/** Errors of reaching PostgreSQL that an operator fixes (address, credentials, database name). */
+const UNREACHABLE = new Set([
+  'ECONNREFUSED',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ECONNRESET',
+  '28000', // invalid_authorization_specification
+  '28P01', // invalid_password
+  '3D000', // invalid_catalog_name: no such database
+]);
+
+function unreachable(e: unknown, external: boolean): unknown {
+  const code = (e as { code?: unknown }).code;
+  if (!external || typeof code !== 'string' || !UNREACHABLE.has(code)) return e;
+  // pg's messages name the host, user or database, never the password.
+  return new StartupError(`cannot use the database of DATABASE_URL: ${(e as Error).message}`, {
+    cause: e,
+  });
 }
 
 @Global()

@@ -2,7 +2,8 @@ import { PGlite } from '@electric-sql/pglite';
 import { PGLiteSocketServer } from '@electric-sql/pglite-socket';
 import { execFile } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
+import { StartupError } from '../common/startup';
 
 /** The port number only names the socket file (`.s.PGSQL.<port>`); nothing listens on TCP. */
 export const EMBEDDED_SOCKET_PORT = 5432;
@@ -82,8 +83,8 @@ function claimDataDir(pidFile: string): void {
       if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
       const pid = Number(readFileSync(pidFile, 'utf8').trim());
       if (Number.isInteger(pid) && pid > 0 && pid !== process.pid && isAlive(pid)) {
-        throw new Error(
-          `the data directory is in use by another Statehouse process (pid ${pid}); ` +
+        throw new StartupError(
+          `the data directory is in use by another Statehouse process (pid ${pid}, ${dirname(pidFile)}); ` +
             'the embedded database serves one process — use DATABASE_URL for several replicas',
         );
       }

@@ -1,7 +1,10 @@
 import { ApiTokenEntity } from '../auth/entities/api-token.entity';
+import { CredentialRevocationEntity } from '../auth/entities/credential-revocation.entity';
+import { LoginIdentityEntity } from '../auth/entities/login-identity.entity';
 import { RefreshTokenEntity } from '../auth/entities/refresh-token.entity';
 import { SigningKeyEntity } from '../auth/entities/signing-key.entity';
 import { S3UploadEntity, S3UploadPartEntity } from '../s3compat/entities/s3-upload.entity';
+import { S3UsedSignatureEntity } from '../s3compat/entities/s3-used-signature.entity';
 import { AuditEventEntity } from '../audit/entities/audit-event.entity';
 import {
   RbacAssignmentEntity,
@@ -29,8 +32,11 @@ export const ENTITIES = [
   SigningKeyEntity,
   RefreshTokenEntity,
   ApiTokenEntity,
+  CredentialRevocationEntity,
+  LoginIdentityEntity,
   S3UploadEntity,
   S3UploadPartEntity,
+  S3UsedSignatureEntity,
   RbacPermissionEntity,
   RbacRuleEntity,
   RbacRoleEntity,

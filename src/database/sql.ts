@@ -21,3 +21,9 @@ export async function sqlRows<T>(
   }
   return result as T[];
 }
+
+/**
+ * Work another module adds to an operation's own transaction, so both commit or neither does
+ * (the S3 door records the signature of a write it accepted).
+ */
+export type TransactionStep = (m: EntityManager) => Promise<void>;

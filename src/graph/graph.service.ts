@@ -4,6 +4,7 @@ import { AuditService } from '../audit/audit.service';
 import type { Principal } from '../auth/principal';
 import { DomainError, invalidRequest } from '../common/errors';
 import { assertUnitName, assertWorkspace } from '../common/names';
+import { escapeUnstorable } from '../common/text';
 import { APP_CONFIG, AppConfig } from '../config/config';
 import { AuthorizationService } from '../rbac/authorization.service';
 import { StateWriteHook, StateWriteHooks, WriteContext } from '../state/write-hooks';
@@ -220,10 +221,13 @@ export class GraphService implements StateWriteHook, OnModuleInit {
     for (const { producer, list, excluded } of readable) {
       const drop = excluded ? (sensitiveNow.get(nodeKey(producer)) ?? []) : [];
       for (const source of list) {
-        const recorded = drop.length > 0 ? withoutNames(source.outputs, drop) : source.outputs;
+        // Names and output names come from the state: a for_each key may hold a NUL.
+        const recorded = storableKeys(
+          drop.length > 0 ? withoutNames(source.outputs, drop) : source.outputs,
+        );
         edges.push({
           producer,
-          name: source.name,
+          name: escapeUnstorable(source.name),
           recorded,
           setDigest: outputSetDigest(recorded),
           sensitiveExcluded: excluded,
@@ -622,4 +626,13 @@ function edgeView(
     sensitiveOutputs: e.sensitiveExcluded ? 'excluded' : 'compared',
     recordedAt: e.recordedAt,
   };
+}
+
+/** The same digests under names the database can store (NUL written as `\u0000`). */
+function storableKeys(digests: Record<string, string>): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [name, digest] of Object.entries(digests)) {
+    Object.defineProperty(out, escapeUnstorable(name), { value: digest, enumerable: true });
+  }
+  return out;
 }

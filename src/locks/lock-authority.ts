@@ -1,7 +1,7 @@
 import { DomainError, HeldLock } from '../common/errors';
 
 /**
- * The lock authority table of ARCHITECTURE.md as pure decisions. `holder` is the lock row as it
+ * The lock authority table (README, "Lock authority (every door)") as pure decisions. `holder` is the lock row as it
  * is now (null when unlocked); `principal` the caller's subject.
  */
 

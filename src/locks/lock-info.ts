@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { DomainError } from '../common/errors';
+import { textProblem } from '../common/text';
 
 export const MAX_LOCK_INFO_BYTES = 64 * 1024;
 const MAX_LOCK_ID_LENGTH = 256;
@@ -31,7 +32,11 @@ export function parseLockInfo(body: Buffer, generateId: boolean): { id: string; 
   if (typeof info.ID !== 'string' || info.ID === '') {
     throw new DomainError('invalid_request', 'lock info has no "ID" string');
   }
-  if (info.ID.length > MAX_LOCK_ID_LENGTH || hasControlCharacter(info.ID)) {
+  if (
+    info.ID.length > MAX_LOCK_ID_LENGTH ||
+    hasControlCharacter(info.ID) ||
+    textProblem(info.ID) !== undefined
+  ) {
     throw new DomainError(
       'invalid_request',
       `lock "ID" must be at most ${MAX_LOCK_ID_LENGTH} printable characters`,

@@ -15,6 +15,7 @@ import type { Request } from 'express';
 import { CurrentPrincipal } from '../auth/auth.decorators';
 import type { Principal } from '../auth/principal';
 import { assertWorkspace } from '../common/names';
+import { RawBody } from '../common/body-parsing';
 import { readSmallBody } from '../common/raw-body';
 import { WorkspaceQuery } from '../state/dto/state.dto';
 import { MAX_LOCK_INFO_BYTES } from './lock-info';
@@ -68,6 +69,7 @@ export class LocksController {
   }
 
   @Post('units/:name/lock')
+  @RawBody()
   @HttpCode(200)
   @ApiParam(NAME)
   @ApiBody({

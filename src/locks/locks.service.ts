@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { AuditService } from '../audit/audit.service';
 import { Principal } from '../auth/principal';
 import { DomainError, HeldLock } from '../common/errors';
+import type { TransactionStep } from '../database/sql';
 import { assertUnitName } from '../common/names';
 import { AuthorizationService } from '../rbac/authorization.service';
 import { StateAddress, StateService } from '../state/state.service';
@@ -10,8 +11,16 @@ import { parseLockInfo } from './lock-info';
 import { LockRepository } from './lock.repository';
 import { lockView, LockView } from './locks.views';
 
+/** How the S3 door's unconditional release (`DeleteObject` of the lock object) may be narrowed. */
+export interface UnlockOptions {
+  /** Sees the held lock (null when none) inside the release's transaction; throw to refuse. */
+  precondition?: (holder: HeldLock | null) => void;
+  /** Work that commits with the removal of a lock (the S3 door's replay record). */
+  inTransaction?: TransactionStep;
+}
+
 /**
- * The lock authority of ARCHITECTURE.md, the same for every door: acquire (idempotent for the
+ * The lock authority (README, "Lock authority (every door)"), the same for every door: acquire (idempotent for the
  * same principal and ID), release by the holder (idempotent for a retried release), and
  * force-unlock as its own, audited action.
  */
@@ -28,13 +37,19 @@ export class LocksService {
     addr: StateAddress,
     principal: Principal,
     body: Buffer,
-    options: { generateId: boolean; door?: Door },
+    options: {
+      generateId: boolean;
+      door?: Door;
+      /** Work that commits with the acquire (the S3 door's replay record). */
+      inTransaction?: TransactionStep;
+    },
   ): Promise<HeldLock> {
     assertUnitName(addr.unit);
     await this.authz.authorize(principal, 'unit.lock', addr);
     await this.states.assertMayCreateOnUse(principal, addr.unit);
     const { id, infoJson } = parseLockInfo(body, options.generateId);
     return this.states.transaction(async (m) => {
+      await options.inTransaction?.(m);
       const stateId = await this.states.ensureStateForLock(m, addr, principal);
       // A concurrent release can empty the row between our insert and our look; try again.
       for (let attempt = 0; attempt < 5; attempt++) {
@@ -116,16 +131,25 @@ export class LocksService {
   /**
    * The S3 door's DELETE of a lock object, which carries no lock ID: the holder's principal
    * releases its own lock; anyone else's DELETE is a force-unlock (authorised and audited).
-   * Answers whether a lock was removed.
+   * Answers whether a lock was removed. `options.precondition` sees the held lock (S3's
+   * `If-Match`) and may refuse; `options.inTransaction` commits with a removal — and only with
+   * one: releasing a lock nobody holds changes nothing and is not recorded.
    */
-  async unlockAsPrincipal(addr: StateAddress, principal: Principal, door: Door): Promise<boolean> {
+  async unlockAsPrincipal(
+    addr: StateAddress,
+    principal: Principal,
+    door: Door,
+    options: UnlockOptions = {},
+  ): Promise<boolean> {
     assertUnitName(addr.unit);
     await this.authz.authorize(principal, 'unit.lock', addr);
     const outcome = await this.states.transaction(async (m) => {
       const state = await this.states.findStateRow(m, addr, true);
       const holder = state ? await this.states.holderOf(m, state.id) : null;
+      options.precondition?.(holder);
       if (!state || !holder) return 'none' as const;
       if (holder.principal !== principal.subject) return 'other' as const;
+      await options.inTransaction?.(m);
       await this.locks.deleteIfHeldBy(m, state.id, holder.id, principal.subject);
       await this.audit.recordIn(m, {
         type: 'lock.release',
@@ -145,7 +169,7 @@ export class LocksService {
       case 'released':
         return true;
       case 'other':
-        return (await this.forceUnlock(addr, principal, door)) !== undefined;
+        return (await this.forceUnlock(addr, principal, door, options)) !== undefined;
     }
   }
 
@@ -154,6 +178,7 @@ export class LocksService {
     addr: StateAddress,
     principal: Principal,
     door: Door,
+    options: UnlockOptions = {},
   ): Promise<HeldLock | undefined> {
     assertUnitName(addr.unit);
     try {
@@ -172,7 +197,11 @@ export class LocksService {
     }
     const removed = await this.states.transaction(async (m) => {
       const state = await this.states.findStateRow(m, addr, true);
+      if (options.precondition) {
+        options.precondition(state ? await this.states.holderOf(m, state.id) : null);
+      }
       const lock = state ? await this.locks.deleteAny(m, state.id) : undefined;
+      if (lock) await options.inTransaction?.(m);
       await this.audit.recordIn(m, {
         type: 'lock.force_unlock',
         actor: principal.subject,
@@ -211,13 +240,13 @@ export class LocksService {
     return lockView(addr.unit, addr.workspace, await this.holder(addr, principal));
   }
 
-  /** Held locks the caller may read, with their age. */
+  /** Held locks the caller may read (`unit.read` in that workspace, as for GET /lock), with their age. */
   async list(principal: Principal): Promise<LockView[]> {
     const rows = await this.locks.list();
     const now = Date.now();
     const out: LockView[] = [];
     for (const r of rows) {
-      if (await this.states.canSee(principal, { unit: r.unit, workspace: r.workspace })) {
+      if (await this.authz.can(principal, 'unit.read', { unit: r.unit, workspace: r.workspace })) {
         out.push(
           lockView(
             r.unit,

@@ -3,7 +3,7 @@ import { AuditService } from '../audit/audit.service';
 import { Principal } from '../auth/principal';
 import { DomainError } from '../common/errors';
 import { Action, Resource } from './actions';
-import { CompiledRule, compileRule, decide, Rule } from './policy';
+import { CompiledRule, compileRule, Decision, decide, decideUnitWide, Rule } from './policy';
 import { RbacCache } from './rbac-cache';
 import { RbacRepository } from './rbac.repository';
 
@@ -21,6 +21,20 @@ export interface Explained {
   /** Why: the break-glass admin, the pre-init default, a rule, or no matching rule. */
   reason: 'bootstrap' | 'not-initialised' | 'rule' | 'no-matching-rule';
   rule?: Rule;
+}
+
+/**
+ * A principal's rules read once, deciding synchronously afterwards: inside a transaction, where
+ * the embedded database's one connection is taken and the rules cannot be read.
+ */
+export interface Decider {
+  explain(action: Action, resource: Resource): Explained;
+  /** Deleting, undeleting or purging a whole unit with these workspaces (`decideUnitWide`). */
+  explainUnitWide(
+    action: Action,
+    unit: string,
+    workspaces: readonly string[],
+  ): Explained & { workspace?: string };
 }
 
 /** Who a decision is about (a principal, or a hypothetical one for `POST /v1/rbac/test`). */
@@ -51,7 +65,42 @@ export class AuthorizationService {
   /** Throws `forbidden` naming the action and resource when the answer is no (audited). */
   async authorize(principal: Principal, action: Action, resource: Resource): Promise<void> {
     const decision = await this.explain(principal, action, resource);
+    if (!decision.allowed) throw this.refusal(principal, action, resource, decision);
+  }
+
+  /**
+   * Throws `forbidden` unless `decider` allows the unit-wide action on `unit` with these
+   * workspaces (audited). The refusal names the workspace whose deny decided only when the
+   * caller may read that workspace.
+   */
+  authorizeUnitWide(
+    principal: Principal,
+    decider: Decider,
+    action: Action,
+    unit: string,
+    workspaces: readonly string[],
+  ): void {
+    const decision = decider.explainUnitWide(action, unit, workspaces);
     if (decision.allowed) return;
+    const workspace = decision.workspace;
+    if (workspace === undefined) throw this.refusal(principal, action, { unit }, decision);
+    const named = decider.explain('unit.read', { unit, workspace }).allowed;
+    const where = named ? `its workspace ${workspace}` : 'one of its workspaces';
+    throw this.refusal(principal, action, { unit }, decision, {
+      workspace,
+      why: `a rule denies it in ${where} (remove that deny, or act on the workspaces one by one)`,
+    });
+  }
+
+  /** The `forbidden` error for a refused decision, recorded as `authz.denied`. */
+  refusal(
+    principal: Principal,
+    action: Action,
+    resource: Resource,
+    decision: Explained,
+    /** A unit-wide refusal: the workspace whose deny decided (audited), and why (shown). */
+    inWorkspace?: { workspace: string; why: string },
+  ): DomainError {
     const where =
       resource.workspace !== undefined && resource.unit !== '*'
         ? `${resource.unit} (workspace ${resource.workspace})`
@@ -62,36 +111,43 @@ export class AuthorizationService {
       outcome: 'denied',
       action,
       unit: resource.unit === '*' ? undefined : resource.unit,
-      workspace: resource.workspace,
+      workspace: inWorkspace?.workspace ?? resource.workspace,
       details: { rule: decision.rule?.source ?? null },
     });
-    throw new DomainError('forbidden', `${principal.subject} may not ${action} on ${where}`);
+    const why = inWorkspace ? `: ${inWorkspace.why}` : '';
+    return new DomainError('forbidden', `${principal.subject} may not ${action} on ${where}${why}`);
   }
 
   async explain(principal: Subject, action: Action, resource: Resource): Promise<Explained> {
-    if (principal.kind === 'bootstrap') return { allowed: true, reason: 'bootstrap' };
+    return (await this.decider(principal)).explain(action, resource);
+  }
+
+  /** Reads the principal's rules (cached) for decisions made later without the database. */
+  async decider(principal: Subject): Promise<Decider> {
+    if (principal.kind === 'bootstrap') return constantly({ allowed: true, reason: 'bootstrap' });
     if (!(await this.initialised())) {
-      return { allowed: !ADMIN_ONLY.has(action), reason: 'not-initialised' };
+      const answer = (action: Action): Explained => ({
+        allowed: !ADMIN_ONLY.has(action),
+        reason: 'not-initialised',
+      });
+      return { explain: answer, explainUnitWide: answer };
     }
     const rules = await this.rulesOf(principal);
-    let d = decide(rules, action, resource);
-    // unit.read implies reading the outputs (an explicit deny on outputs still wins).
-    if (
-      !d.allowed &&
-      !d.rule &&
-      (action === 'outputs.read' || action === 'outputs.read-sensitive')
-    ) {
-      const viaRead = decide(rules, 'unit.read', resource);
-      if (viaRead.allowed) d = viaRead;
-    }
-    return { allowed: d.allowed, reason: d.rule ? 'rule' : 'no-matching-rule', rule: d.rule };
+    return {
+      explain: (action, resource) => explainWith(rules, action, resource),
+      explainUnitWide: (action, unit, workspaces) => {
+        const d = decideUnitWide(rules, action, unit, workspaces);
+        return { ...explained(d), workspace: d.workspace };
+      },
+    };
   }
 
   async initialised(): Promise<boolean> {
     const cached = this.cache.getInitialised();
     if (cached !== undefined) return cached;
+    const generation = this.cache.generation;
     const value = await this.repo.isInitialised();
-    this.cache.setInitialised(value);
+    this.cache.setInitialised(value, generation);
     return value;
   }
 
@@ -100,6 +156,7 @@ export class AuthorizationService {
     const key = `${p.subject}\u0000${p.email ?? ''}\u0000${groups.join('\u0000')}`;
     const cached = this.cache.getRules(key);
     if (cached) return cached;
+    const generation = this.cache.generation;
     const rows = await this.repo.rulesFor(p.subject, p.email, groups);
     const compiled = rows.map((r) =>
       compileRule({
@@ -111,7 +168,29 @@ export class AuthorizationService {
         source: `role ${r.role} / permission ${r.permission}`,
       }),
     );
-    this.cache.setRules(key, compiled);
+    this.cache.setRules(key, compiled, generation);
     return compiled;
   }
+}
+
+function constantly(answer: Explained): Decider {
+  return { explain: () => answer, explainUnitWide: () => answer };
+}
+
+function explained(d: Decision): Explained {
+  return { allowed: d.allowed, reason: d.rule ? 'rule' : 'no-matching-rule', rule: d.rule };
+}
+
+function explainWith(
+  rules: readonly CompiledRule[],
+  action: Action,
+  resource: Resource,
+): Explained {
+  let d = decide(rules, action, resource);
+  // unit.read implies reading the outputs (an explicit deny on outputs still wins).
+  if (!d.allowed && !d.rule && (action === 'outputs.read' || action === 'outputs.read-sensitive')) {
+    const viaRead = decide(rules, 'unit.read', resource);
+    if (viaRead.allowed) d = viaRead;
+  }
+  return explained(d);
 }

@@ -5,6 +5,8 @@ import { Action } from './actions';
  * is a deny. Resources are unit names matched by glob patterns — `*` within one segment, `**`
  * across segments, every other character literal — compiled to segment matchers, never to a
  * regular expression built from user input (no regex injection, no catastrophic backtracking).
+ * An action on a whole unit (`UNIT_WIDE_OPERATIONS`) is decided by `decideUnitWide`: it needs an
+ * allow for the unit itself and no deny in any of the unit's workspaces.
  */
 export type Effect = 'allow' | 'deny';
 
@@ -152,4 +154,43 @@ export function decide(
     allow ??= rule;
   }
   return allow ? { allowed: true, rule: allow } : { allowed: false };
+}
+
+/**
+ * Actions on a whole unit: deleting, undeleting or purging it with every workspace at once
+ * (the workspace-scoped forms decide like any other action, with `decide`).
+ */
+export const UNIT_WIDE_OPERATIONS = {
+  'delete a unit': 'unit.delete',
+  'undelete a unit': 'unit.delete',
+  'purge a unit': 'unit.purge',
+} as const satisfies Record<string, Action>;
+
+export interface UnitWideDecision extends Decision {
+  /** When a deny in one workspace refused it: that workspace. */
+  workspace?: string;
+}
+
+/**
+ * A unit-wide action acts on each of the unit's workspaces, so it needs an allow for the unit
+ * itself — a rule limited to some workspaces grants no unit-wide action, even one that lists
+ * them all — and no deny matching the unit in any of its workspaces, soft-deleted ones
+ * included (an undelete brings them back, a purge destroys them). `workspaces` is every
+ * workspace the unit has, read while the unit row is locked so that none can appear meanwhile.
+ * An admin stopped by a workspace's deny removes that deny, or acts workspace by workspace.
+ */
+export function decideUnitWide(
+  rules: readonly CompiledRule[],
+  action: Action,
+  unit: string,
+  workspaces: readonly string[],
+): UnitWideDecision {
+  const whole = decide(rules, action, { unit });
+  if (!whole.allowed) return whole;
+  for (const workspace of workspaces) {
+    // The unit's allow applies in every workspace: only a deny can refuse here.
+    const d = decide(rules, action, { unit, workspace });
+    if (!d.allowed) return { ...d, workspace };
+  }
+  return whole;
 }

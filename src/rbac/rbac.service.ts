@@ -3,6 +3,7 @@ import { EntityManager } from 'typeorm';
 import { AuditService } from '../audit/audit.service';
 import type { Principal } from '../auth/principal';
 import { DomainError } from '../common/errors';
+import { MAX_RBAC_NAME_LENGTH, MAX_WORKSPACE_LENGTH } from '../common/names';
 import { ACTIONS, Action, Resource } from './actions';
 import { AuthorizationService, Explained, Subject } from './authorization.service';
 import { globProblem } from './policy';
@@ -22,8 +23,8 @@ export interface SubjectRef {
   group?: string;
 }
 
-const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
-const WORKSPACE_GLOB = /^[A-Za-z0-9._*-]{1,128}$/;
+const NAME = new RegExp(`^[A-Za-z0-9][A-Za-z0-9._-]{0,${MAX_RBAC_NAME_LENGTH - 1}}$`);
+const WORKSPACE_GLOB = new RegExp(`^[A-Za-z0-9._*-]{1,${MAX_WORKSPACE_LENGTH}}$`);
 const GLOBAL_ACTIONS: ReadonlySet<string> = new Set(['rbac.manage', 'token.manage', 'audit.read']);
 
 /** Roles, permissions, assignments and the one-time init. Every change is audited in its transaction. */
@@ -362,7 +363,7 @@ function checkName(name: string, what: string): void {
   if (!NAME.test(name))
     throw new DomainError(
       'invalid_request',
-      `${what} names are 1 to 64 letters, digits, . _ - (starting with a letter or digit)`,
+      `${what} names are 1 to ${MAX_RBAC_NAME_LENGTH} letters, digits, . _ - (starting with a letter or digit)`,
     );
 }
 

@@ -1,5 +1,6 @@
 import { createHash, Hash } from 'node:crypto';
 import { Transform, TransformCallback } from 'node:stream';
+import { trimOws } from '../common/trim';
 import { checksumAlgorithmOfHeader } from './checksums';
 import { S3Error, S3ErrorCode } from './s3-errors';
 import {
@@ -338,7 +339,7 @@ export class AwsChunkedParser {
     if (!TOKEN.test(name)) {
       throw error('InvalidRequest', 'An aws-chunked trailer is not "<name>:<value>".');
     }
-    const value = text.slice(colon + 1).replace(/^[ \t]+|[ \t]+$/g, '');
+    const value = trimOws(text.slice(colon + 1));
     if (name === TRAILER_SIGNATURE) {
       if (!this.signed) {
         throw error(

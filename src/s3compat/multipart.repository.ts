@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
-import { sqlRows } from '../database/sql';
+import { sqlRows, TransactionStep } from '../database/sql';
 
 export interface UploadRow {
   upload_id: string;
@@ -26,12 +26,15 @@ export interface PartRow {
 export class MultipartRepository {
   constructor(private readonly db: DataSource) {}
 
-  async create(row: Omit<UploadRow, 'created_at'>): Promise<void> {
-    await this.db.query(
-      `INSERT INTO s3_uploads (upload_id, bucket, object_key, unit, workspace, principal)
-       VALUES ($1, $2, $3, $4, $5, $6)`,
-      [row.upload_id, row.bucket, row.object_key, row.unit, row.workspace, row.principal],
-    );
+  async create(row: Omit<UploadRow, 'created_at'>, inTransaction?: TransactionStep): Promise<void> {
+    await this.db.transaction(async (m) => {
+      await inTransaction?.(m);
+      await m.query(
+        `INSERT INTO s3_uploads (upload_id, bucket, object_key, unit, workspace, principal)
+         VALUES ($1, $2, $3, $4, $5, $6)`,
+        [row.upload_id, row.bucket, row.object_key, row.unit, row.workspace, row.principal],
+      );
+    });
   }
 
   async find(uploadId: string): Promise<UploadRow | undefined> {
@@ -44,8 +47,12 @@ export class MultipartRepository {
   }
 
   /** Records a part; returns the blob key of a part it replaced (to delete). */
-  async putPart(row: Omit<PartRow, 'created_at'>): Promise<string | undefined> {
+  async putPart(
+    row: Omit<PartRow, 'created_at'>,
+    inTransaction?: TransactionStep,
+  ): Promise<string | undefined> {
     return this.db.transaction(async (m) => {
+      await inTransaction?.(m);
       const old = await sqlRows<{ blob_key: string }>(
         m,
         'SELECT blob_key FROM s3_upload_parts WHERE upload_id = $1 AND part_number = $2 FOR UPDATE',
@@ -71,8 +78,9 @@ export class MultipartRepository {
   }
 
   /** Removes the upload; returns its parts' blob keys (to delete after). Undefined when gone. */
-  async remove(uploadId: string): Promise<string[] | undefined> {
+  async remove(uploadId: string, inTransaction?: TransactionStep): Promise<string[] | undefined> {
     return this.db.transaction(async (m) => {
+      await inTransaction?.(m);
       const keys = await sqlRows<{ blob_key: string }>(
         m,
         'SELECT blob_key FROM s3_upload_parts WHERE upload_id = $1 FOR UPDATE',

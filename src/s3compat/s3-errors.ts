@@ -79,6 +79,7 @@ export function s3CodeOf(code: ErrorCode): S3ErrorCode {
     case 'state_encrypted':
       return 'InvalidArgument';
     case 'invalid_request':
+    case 'unknown_route':
       return 'InvalidRequest';
     case 'checksum_mismatch':
       return 'BadDigest';

@@ -1,5 +1,6 @@
 import type { Request } from 'express';
 import { Readable } from 'node:stream';
+import { readSmallBody } from '../common/raw-body';
 import { feed } from '../common/streams';
 import { S3Error } from './s3-errors';
 import { decodeQuery, percentDecode } from './sigv4';
@@ -68,21 +69,17 @@ export function decodedBody(
   return stream;
 }
 
-/** Reads a small decoded body whole (LockInfo, CompleteMultipartUpload XML). */
-export async function readAllLimited(
-  stream: Readable,
-  limit: number,
-  what: string,
-): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of stream) {
-    const buf = chunk as Buffer;
-    size += buf.length;
-    if (size > limit) throw new S3Error('InvalidArgument', `${what} is larger than ${limit} bytes`);
-    chunks.push(buf);
-  }
-  return Buffer.concat(chunks, size);
+/**
+ * Reads a small decoded body whole (LockInfo, CompleteMultipartUpload XML). Beyond `limit` it
+ * answers `EntityTooLarge` — the S3 door's answer to every oversized body — after draining the
+ * rest, like the small bodies of the other doors (`readSmallBody`).
+ */
+export function readAllLimited(stream: Readable, limit: number, what: string): Promise<Buffer> {
+  return readSmallBody(
+    stream,
+    limit,
+    () => new S3Error('EntityTooLarge', `${what} is larger than ${limit} bytes`),
+  );
 }
 
 /** HTTP date for Last-Modified. */

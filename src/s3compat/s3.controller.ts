@@ -1,11 +1,14 @@
 import { All, Controller, Req, Res, UseFilters } from '@nestjs/common';
 import { ApiExcludeController } from '@nestjs/swagger';
+import { RawBody } from '../common/body-parsing';
 import type { Request, Response } from 'express';
 import { pipeline } from 'node:stream/promises';
 import { SelfAuthenticated } from '../auth/auth.decorators';
-import { currentRequestContext } from '../common/request-context';
+import { DomainError } from '../common/errors';
+import { currentRequestContext, ThroughDoor } from '../common/request-context';
 import { S3AuthService, S3Caller } from './s3-auth.service';
-import { S3Error } from './s3-errors';
+import { ReplayedRequestError, ReplayGuard, ReplayGuardService } from './replay-guard.service';
+import { S3_ERRORS, S3Error, s3CodeOf } from './s3-errors';
 import { S3ExceptionFilter } from './s3-exception.filter';
 import { parseTarget, S3Target } from './s3-request';
 import { S3Reply, S3Service } from './s3.service';
@@ -40,20 +43,31 @@ const UNSUPPORTED = [
  * anything else is looked at. Documented in the README (not in the OpenAPI spec).
  */
 @ApiExcludeController()
+@ThroughDoor('s3')
 @SelfAuthenticated()
+@RawBody()
 @UseFilters(S3ExceptionFilter)
 @Controller()
 export class S3Controller {
   constructor(
     private readonly auth: S3AuthService,
     private readonly s3: S3Service,
+    private readonly replay: ReplayGuardService,
   ) {}
 
   @All(['s3', 's3/*path'])
   async handle(@Req() req: Request, @Res() res: Response): Promise<void> {
     const target = parseTarget(req.originalUrl);
     const caller = await this.auth.authenticate(req, target);
-    const reply = await this.dispatch(caller, target, req);
+    // Every signed write is accepted once (see ReplayGuardService).
+    const guard = this.replay.guardFor(req.method, caller.signing, caller.principal);
+    let reply: S3Reply;
+    try {
+      reply = await this.dispatch(caller, target, req, guard);
+    } catch (e) {
+      if (guard && isRefusal(e)) await guard.claimAfterRefusal();
+      throw e;
+    }
     await send(res, reply, req.method === 'HEAD');
   }
 
@@ -61,6 +75,7 @@ export class S3Controller {
     { principal, signing }: S3Caller,
     t: S3Target,
     req: Request,
+    guard: ReplayGuard | undefined,
   ): Promise<S3Reply> {
     const method = req.method.toUpperCase();
     const q = t.query;
@@ -98,18 +113,18 @@ export class S3Controller {
         rejectUnsupported(q, method);
         return this.s3.getObject(principal, key, req, true);
       case 'PUT':
-        if (q.has('uploadId')) return this.s3.uploadPart(principal, key, q, req, signing);
+        if (q.has('uploadId')) return this.s3.uploadPart(principal, key, q, req, signing, guard);
         rejectUnsupported(q, method);
-        return this.s3.putObject(principal, key, req, signing);
+        return this.s3.putObject(principal, key, req, signing, guard);
       case 'POST':
-        if (q.has('uploads')) return this.s3.createMultipart(principal, t.bucket, key, req);
+        if (q.has('uploads')) return this.s3.createMultipart(principal, t.bucket, key, req, guard);
         if (q.has('uploadId'))
-          return this.s3.completeMultipart(principal, t.bucket, key, q, req, signing);
+          return this.s3.completeMultipart(principal, t.bucket, key, q, req, signing, guard);
         throw notImplemented(method, 'this object operation');
       case 'DELETE':
-        if (q.has('uploadId')) return this.s3.abortMultipart(principal, key, q);
+        if (q.has('uploadId')) return this.s3.abortMultipart(principal, key, q, guard);
         rejectUnsupported(q, method);
-        return this.s3.deleteObject(principal, key);
+        return this.s3.deleteObject(principal, key, req, guard);
       default:
         throw new S3Error(
           'MethodNotAllowed',
@@ -117,6 +132,22 @@ export class S3Controller {
         );
     }
   }
+}
+
+/**
+ * Whether an operation refused the request (a 4xx: a precondition, a conflict, a bad body) —
+ * after which its signature is recorded anyway — rather than failing (a 5xx: it may be sent
+ * again as it is) or being refused as a replay (recorded already).
+ */
+function isRefusal(e: unknown): boolean {
+  if (e instanceof ReplayedRequestError) return false;
+  const status =
+    e instanceof S3Error
+      ? e.status
+      : e instanceof DomainError
+        ? S3_ERRORS[s3CodeOf(e.code)]
+        : undefined;
+  return status !== undefined && status >= 400 && status < 500;
 }
 
 function rejectUnsupported(q: Map<string, string>, method: string): void {

@@ -3,13 +3,21 @@ import { AuthModule } from '../auth/auth.module';
 import { LocksModule } from '../locks/locks.module';
 import { StateModule } from '../state/state.module';
 import { MultipartRepository } from './multipart.repository';
+import { ReplayGuardService } from './replay-guard.service';
 import { S3AuthService } from './s3-auth.service';
 import { S3Controller } from './s3.controller';
 import { S3Service } from './s3.service';
+import { UsedSignatureRepository } from './used-signature.repository';
 
 @Module({
   imports: [AuthModule, StateModule, LocksModule],
   controllers: [S3Controller],
-  providers: [S3AuthService, S3Service, MultipartRepository],
+  providers: [
+    S3AuthService,
+    S3Service,
+    MultipartRepository,
+    ReplayGuardService,
+    UsedSignatureRepository,
+  ],
 })
 export class S3Module {}

@@ -10,8 +10,10 @@ import { LocksService } from '../locks/locks.service';
 import { AuthorizationService } from '../rbac/authorization.service';
 import { StateAddress, StateService } from '../state/state.service';
 import { BLOB_STORE, BlobStore } from '../storage/blob-store';
+import { COMPLETE_XML_LIMITS, parseCompleteMultipartXml } from './complete-multipart-xml';
 import { bodyTransforms, planRequestBody } from './request-body';
 import { MultipartRepository } from './multipart.repository';
+import type { ReplayGuard } from './replay-guard.service';
 import { S3Error } from './s3-errors';
 import { objectKey, resolveKey } from './s3-keys';
 import {
@@ -34,9 +36,8 @@ export interface S3Reply {
 }
 
 const MAX_LOCK_INFO_BYTES = 64 * 1024;
-const MAX_COMPLETE_XML_BYTES = 1024 * 1024;
 const MIN_PART_BYTES = 5 * 1024 * 1024;
-const MAX_PARTS = 10_000;
+const MAX_PARTS = COMPLETE_XML_LIMITS.maxParts;
 const STALE_UPLOAD_SECONDS = 24 * 3600;
 
 const quoted = (md5Hex: string): string => `"${md5Hex}"`;
@@ -271,6 +272,7 @@ export class S3Service implements OnModuleInit, OnApplicationShutdown {
     key: string,
     req: Request,
     signing: SigningContext,
+    guard?: ReplayGuard,
   ): Promise<S3Reply> {
     if (header(req, 'x-amz-copy-source') !== undefined) {
       throw new S3Error('NotImplemented', 'CopyObject is not supported by this server');
@@ -281,7 +283,11 @@ export class S3Service implements OnModuleInit, OnApplicationShutdown {
       // Terraform sends If-None-Match: * — a lock is only ever created, never overwritten, and
       // the locks module's insert-if-absent is what decides (412 when someone holds it).
       const info = await readAllLimited(body.stream, MAX_LOCK_INFO_BYTES, 'the lock object');
-      await this.locks.acquire(addr, principal, info, { generateId: false, door: 's3' });
+      await this.locks.acquire(addr, principal, info, {
+        generateId: false,
+        door: 's3',
+        inTransaction: guard?.claim,
+      });
       return {
         status: 200,
         headers: { ETag: quoted(createHash('md5').update(info).digest('hex')), ...sse(req) },
@@ -295,6 +301,7 @@ export class S3Service implements OnModuleInit, OnApplicationShutdown {
       door: 's3',
       body: body.stream,
       contentLength: body.declaredLength,
+      inTransaction: guard?.claim,
       // Conditional writes, decided inside the write's transaction (no check-then-write).
       precondition: (current) => {
         if (ifNoneMatch?.trim() === '*' && current !== null) {
@@ -314,14 +321,41 @@ export class S3Service implements OnModuleInit, OnApplicationShutdown {
     return { status: 200, headers: { ETag: quoted(result.version.md5), ...sse(req) } };
   }
 
-  async deleteObject(principal: Principal, key: string): Promise<S3Reply> {
+  async deleteObject(
+    principal: Principal,
+    key: string,
+    req: Request,
+    guard?: ReplayGuard,
+  ): Promise<S3Reply> {
     const { kind, addr } = this.resolve(key);
+    const ifMatch = header(req, 'if-match');
     if (kind === 'lock') {
-      await this.locks.unlockAsPrincipal(addr, principal, 's3');
+      // Terraform compares the lock's ID itself, then deletes unconditionally; a client that
+      // sends If-Match gets the check done here, in the release's transaction.
+      await this.locks.unlockAsPrincipal(addr, principal, 's3', {
+        inTransaction: guard?.claim,
+        precondition:
+          ifMatch === undefined
+            ? undefined
+            : (holder) => {
+                const etag = holder
+                  ? createHash('md5').update(holder.infoJson, 'utf8').digest('hex')
+                  : undefined;
+                if (!etagMatches(ifMatch, etag)) throw ifMatchFailed();
+              },
+      });
       return { status: 204 };
     }
     try {
-      await this.states.deleteState(addr, principal, 's3');
+      await this.states.deleteState(addr, principal, 's3', undefined, {
+        inTransaction: guard?.claim,
+        precondition:
+          ifMatch === undefined
+            ? undefined
+            : (current) => {
+                if (!etagMatches(ifMatch, current?.md5)) throw ifMatchFailed();
+              },
+      });
     } catch (e) {
       // Deleting what is not there is a success in S3.
       if (!(
@@ -340,6 +374,7 @@ export class S3Service implements OnModuleInit, OnApplicationShutdown {
     bucket: string,
     key: string,
     req: Request,
+    guard?: ReplayGuard,
   ): Promise<S3Reply> {
     const { kind, addr } = this.resolve(key);
     if (kind === 'lock')
@@ -347,14 +382,17 @@ export class S3Service implements OnModuleInit, OnApplicationShutdown {
     await this.authz.authorize(principal, 'unit.read', addr);
     await this.authz.authorize(principal, 'unit.write', addr);
     const uploadId = randomBytes(24).toString('base64url');
-    await this.uploads.create({
-      upload_id: uploadId,
-      bucket,
-      object_key: key,
-      unit: addr.unit,
-      workspace: addr.workspace,
-      principal: principal.subject,
-    });
+    await this.uploads.create(
+      {
+        upload_id: uploadId,
+        bucket,
+        object_key: key,
+        unit: addr.unit,
+        workspace: addr.workspace,
+        principal: principal.subject,
+      },
+      guard?.claim,
+    );
     return xml(
       200,
       `<InitiateMultipartUploadResult xmlns="${S3_NS}">${el('Bucket', bucket)}${el('Key', key)}${el('UploadId', uploadId)}</InitiateMultipartUploadResult>`,
@@ -380,6 +418,7 @@ export class S3Service implements OnModuleInit, OnApplicationShutdown {
     q: Map<string, string>,
     req: Request,
     signing: SigningContext,
+    guard?: ReplayGuard,
   ): Promise<S3Reply> {
     const upload = await this.upload(principal, key, q.get('uploadId'));
     const partRaw = q.get('partNumber') ?? '';
@@ -405,13 +444,22 @@ export class S3Service implements OnModuleInit, OnApplicationShutdown {
       await this.deleteBlobs([blobKey]);
       throw new S3Error('IncompleteBody', 'the part body ended early');
     }
-    const replaced = await this.uploads.putPart({
-      upload_id: upload.upload_id,
-      part_number: partNumber,
-      blob_key: blobKey,
-      size: String(size),
-      md5,
-    });
+    let replaced: string | undefined;
+    try {
+      replaced = await this.uploads.putPart(
+        {
+          upload_id: upload.upload_id,
+          part_number: partNumber,
+          blob_key: blobKey,
+          size: String(size),
+          md5,
+        },
+        guard?.claim,
+      );
+    } catch (e) {
+      await this.deleteBlobs([blobKey]); // refused (a replay) or failed: the part is not kept
+      throw e;
+    }
     if (replaced) await this.deleteBlobs([replaced]);
     return { status: 200, headers: { ETag: quoted(md5), ...sse(req) } };
   }
@@ -423,12 +471,13 @@ export class S3Service implements OnModuleInit, OnApplicationShutdown {
     q: Map<string, string>,
     req: Request,
     signing: SigningContext,
+    guard?: ReplayGuard,
   ): Promise<S3Reply> {
     const upload = await this.upload(principal, key, q.get('uploadId'));
-    const requested = parseCompleteXml(
+    const requested = parseCompleteMultipartXml(
       await readAllLimited(
         this.body(req, signing, false).stream,
-        MAX_COMPLETE_XML_BYTES,
+        COMPLETE_XML_LIMITS.maxBytes,
         'the part list',
       ),
     );
@@ -465,6 +514,7 @@ export class S3Service implements OnModuleInit, OnApplicationShutdown {
       door: 's3',
       body: Readable.from(concatenated()),
       contentLength: total,
+      inTransaction: guard?.claim,
     });
     await this.deleteBlobs((await this.uploads.remove(upload.upload_id)) ?? []);
     // The ETag every later HEAD, GET and listing will show: the MD5 of the stored state.
@@ -480,9 +530,10 @@ export class S3Service implements OnModuleInit, OnApplicationShutdown {
     principal: Principal,
     key: string,
     q: Map<string, string>,
+    guard?: ReplayGuard,
   ): Promise<S3Reply> {
     const upload = await this.upload(principal, key, q.get('uploadId'));
-    await this.deleteBlobs((await this.uploads.remove(upload.upload_id)) ?? []);
+    await this.deleteBlobs((await this.uploads.remove(upload.upload_id, guard?.claim)) ?? []);
     return { status: 204 };
   }
 
@@ -571,48 +622,11 @@ class ByteLimit extends Transform {
   }
 }
 
-/** `<CompleteMultipartUpload>`'s parts, in the order given; strictly ascending part numbers. */
-export function parseCompleteXml(xmlBody: Buffer): { partNumber: number; etag: string }[] {
-  const text = xmlBody.toString('utf8');
-  if (!/<CompleteMultipartUpload[\s>]/.test(text)) {
-    throw new S3Error(
-      'MalformedXML',
-      'The XML you provided was not well-formed or did not validate against our published schema',
-    );
-  }
-  const parts: { partNumber: number; etag: string }[] = [];
-  for (const m of text.matchAll(/<Part>([\s\S]*?)<\/Part>/g)) {
-    const n = /<PartNumber>\s*(\d+)\s*<\/PartNumber>/.exec(m[1]);
-    const e = /<ETag>([\s\S]*?)<\/ETag>/.exec(m[1]);
-    if (!n || !e) throw new S3Error('MalformedXML', 'every Part needs a PartNumber and an ETag');
-    const etag = decodeXmlText(e[1].trim()).replace(/^"|"$/g, '').toLowerCase();
-    parts.push({ partNumber: Number(n[1]), etag });
-  }
-  if (parts.length === 0) throw new S3Error('MalformedXML', 'the part list is empty');
-  for (let i = 1; i < parts.length; i++) {
-    if (parts[i].partNumber <= parts[i - 1].partNumber) {
-      throw new S3Error(
-        'InvalidPartOrder',
-        'The list of parts was not in ascending order. Parts must be ordered by part number.',
-      );
-    }
-  }
-  return parts;
-}
-
-const NAMED_ENTITIES: Record<string, string> = { quot: '"', amp: '&', lt: '<', gt: '>', apos: "'" };
-
-/** XML character data with its entity and character references decoded (Go writes `&#34;`). */
-export function decodeXmlText(text: string): string {
-  return text.replace(/&(#x[0-9a-fA-F]{1,6}|#[0-9]{1,7}|[a-z]+);/g, (whole, ref: string) => {
-    if (ref.startsWith('#x')) return safeCodePoint(parseInt(ref.slice(2), 16), whole);
-    if (ref.startsWith('#')) return safeCodePoint(parseInt(ref.slice(1), 10), whole);
-    return NAMED_ENTITIES[ref] ?? whole;
-  });
-}
-
-function safeCodePoint(cp: number, fallback: string): string {
-  return cp > 0 && cp <= 0x10ffff ? String.fromCodePoint(cp) : fallback;
+function ifMatchFailed(): S3Error {
+  return new S3Error(
+    'PreconditionFailed',
+    'At least one of the pre-conditions you specified did not hold (If-Match)',
+  );
 }
 
 /** Whether an If-Match / If-None-Match list names this ETag (or `*` and the object exists). */

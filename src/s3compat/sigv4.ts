@@ -148,6 +148,12 @@ export interface SigningContext {
   signingKey: Buffer;
   /** The verified request signature: the seed of a signed aws-chunked body. */
   seedSignature: string;
+  /**
+   * The last instant (epoch ms) at which this very request would still verify: X-Amz-Date plus
+   * the allowed clock skew (header auth), or plus X-Amz-Expires (presigned). A record that the
+   * signature was used must be kept until then (replay protection).
+   */
+  validUntil: number;
   payload: PayloadMode;
 }
 
@@ -485,13 +491,21 @@ interface AuthorizationHeader {
   signature: string;
 }
 
+const isWhiteSpace = (c: string): boolean => /\s/.test(c);
+
 function parseAuthorizationHeader(value: string): Result<AuthorizationHeader> {
-  const m = /^(\S+)(?:[ \t]+([\s\S]*))?$/.exec(value.trim());
-  if (!m) return fail('InvalidRequest', UNSUPPORTED_MECHANISM);
-  const algorithm = m[1];
+  // "<algorithm> <components>": split at the first white space by position (a pattern like
+  // /^(\S+)(?:[ \t]+([\s\S]*))?$/ can trade characters between its quantifiers).
+  const v = value.trim();
+  let end = 0;
+  while (end < v.length && !isWhiteSpace(v[end])) end++;
+  if (end === 0 || (end < v.length && v[end] !== ' ' && v[end] !== '\t')) {
+    return fail('InvalidRequest', UNSUPPORTED_MECHANISM);
+  }
+  const algorithm = v.slice(0, end);
   if (algorithm !== SIGV4_ALGORITHM) return fail('InvalidRequest', UNSUPPORTED_MECHANISM);
   const fields = new Map<string, string>();
-  for (const raw of (m[2] ?? '').split(',')) {
+  for (const raw of v.slice(end + 1).split(',')) {
     const part = raw.trim();
     if (part === '') continue;
     const eq = part.indexOf('=');
@@ -780,6 +794,10 @@ export function verifySigV4(
     scope: parsed.scope,
     amzDate: parsed.amzDate,
     seedSignature: parsed.signature,
+    validUntil:
+      parsed.via === 'header'
+        ? parsed.requestTime + MAX_CLOCK_SKEW_MS
+        : parsed.requestTime + (parsed.expiresSeconds ?? 0) * 1000,
     payload: parsed.payload,
   } as SigningContext;
   // Not enumerable: a context that ends up in a log line or a JSON dump does not carry the key.

@@ -13,8 +13,13 @@
  * Decisions worth knowing:
  * - Invalid UTF-8 inside strings (overlong forms, UTF-16 surrogates, code points past U+10FFFF,
  *   truncated or stray continuation bytes) is refused: RFC 8259 requires UTF-8, and a tolerant
- *   decoder would silently turn such bytes into U+FFFD. Escaped lone surrogates (`"\ud800"`) are
- *   accepted, as the JSON grammar and JSON.parse accept them.
+ *   decoder would silently turn such bytes into U+FFFD.
+ * - What Terraform cannot write and PostgreSQL cannot store is refused, and only that: an
+ *   escaped UTF-16 surrogate that is not part of a pair (`"\ud800"`, which the JSON grammar
+ *   allows) anywhere in the body — Go, which writes every state, has no such strings — and a
+ *   NUL character in `lineage`, `terraform_version`, an output's name or a type name in its
+ *   `type`. A NUL inside a value (`base64decode("AA==")` writes one), and so in the attribute
+ *   names of an object type (its map keys), is accepted.
  * - A UTF-8 byte order mark is refused (RFC 8259 §8.1 says not to add one).
  * - Nesting deeper than 10000 levels is refused: Go's encoding/json (which Terraform and
  *   OpenTofu use to read state) stops at that depth, and it bounds this parser's memory.
@@ -103,6 +108,8 @@ const ST_NUM_ESIGN = 17;
 const ST_NUM_EXP = 18;
 const ST_LIT = 19; // inside true / false / null
 const ST_DONE = 20; // after the root value
+const ST_LOW_BACKSLASH = 21; // after a high-surrogate escape: the low one's backslash
+const ST_LOW_U = 22; // after that backslash: its 'u'
 
 const CT_OBJECT = 1;
 const CT_ARRAY = 2;
@@ -256,6 +263,27 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
 
 const hasOwn = (o: object, k: string): boolean => Object.prototype.hasOwnProperty.call(o, k);
 
+const nulIn = (what: string): string =>
+  `state has a NUL character in ${what}, which Terraform cannot write and the server cannot store`;
+
+/**
+ * True when a type name inside an output's `type` holds a NUL. Member names do not count: they
+ * are object attribute names, which Terraform takes from map keys (`{ "k\u0000" = 1 }` gives
+ * `["object",{"k\u0000":"number"}]`); type names (`string`, `map`, …) never hold one.
+ */
+function typeNameHoldsNul(type: unknown): boolean {
+  const pending = [type];
+  while (pending.length > 0) {
+    const v = pending.pop();
+    if (typeof v === 'string') {
+      if (v.includes('\u0000')) return true;
+    } else if (typeof v === 'object' && v !== null) {
+      pending.push(...(Object.values(v) as unknown[]));
+    }
+  }
+  return false;
+}
+
 /**
  * Feed the body with write(), then call end(). Both throw InvalidStateError; write() throws as
  * soon as the bytes seen so far cannot be a valid state. After an error every call throws it again.
@@ -269,6 +297,8 @@ export class StateInspector {
   private readonly stack = new Uint8Array(MAX_NESTING_DEPTH + 1);
   private strIsKey = false;
   private hexLeft = 0;
+  private hexValue = 0;
+  private lowSurrogateDue = false; // the \uXXXX being read must be a low surrogate
   private u8Need = 0;
   private u8Lo = 0x80;
   private u8Hi = 0xbf;
@@ -456,6 +486,7 @@ export class StateInspector {
           i++;
           if (c === 0x75) {
             this.hexLeft = 4;
+            this.hexValue = 0;
             state = ST_HEX;
           } else {
             state = ST_STR;
@@ -469,7 +500,27 @@ export class StateInspector {
             throw this.syntax(`invalid \\u escape (${describeByte(c)} at byte ${this.offset + i})`);
           }
           i++;
-          if (--this.hexLeft === 0) state = ST_STR;
+          this.hexValue = (this.hexValue << 4) | (c <= 0x39 ? c - 0x30 : (c | 0x20) - 0x57);
+          if (--this.hexLeft === 0) state = this.escapedUnitEnd(i);
+          break;
+        }
+
+        case ST_LOW_BACKSLASH: {
+          c = buf[i];
+          if (c !== 0x5c) throw this.loneSurrogate(i);
+          i++;
+          state = ST_LOW_U;
+          break;
+        }
+
+        case ST_LOW_U: {
+          c = buf[i];
+          if (c !== 0x75) throw this.loneSurrogate(i);
+          i++;
+          this.hexLeft = 4;
+          this.hexValue = 0;
+          this.lowSurrogateDue = true;
+          state = ST_HEX;
           break;
         }
 
@@ -739,6 +790,28 @@ export class StateInspector {
     this.scanner.endElement();
   }
 
+  /**
+   * A `\uXXXX` escape ended (at i): the next parser state. A high surrogate must be followed
+   * at once by an escaped low one; a low one must follow a high one.
+   */
+  private escapedUnitEnd(i: number): number {
+    const unit = this.hexValue;
+    const isLow = unit >= 0xdc00 && unit <= 0xdfff;
+    if (this.lowSurrogateDue) {
+      this.lowSurrogateDue = false;
+      if (!isLow) throw this.loneSurrogate(i - 6);
+      return ST_STR;
+    }
+    if (isLow) throw this.loneSurrogate(i - 6);
+    return unit >= 0xd800 && unit <= 0xdbff ? ST_LOW_BACKSLASH : ST_STR;
+  }
+
+  private loneSurrogate(i: number): InvalidStateError {
+    return new InvalidStateError(
+      `state holds an unpaired UTF-16 surrogate escape (near byte ${this.offset + i}), which Terraform cannot write and the server cannot store`,
+    );
+  }
+
   private syntax(detail: string): InvalidStateError {
     return new InvalidStateError(`body is not valid JSON (${detail})`);
   }
@@ -943,12 +1016,16 @@ export class StateInspector {
       case K_LINEAGE: {
         const lineage = JSON.parse(text) as string;
         if (lineage === '') this.violation('state "lineage" must be a non-empty string (got "")');
+        else if (lineage.includes('\u0000')) this.violation(nulIn('"lineage"'));
         else this.lineage = lineage;
         return;
       }
-      case K_TERRAFORM_VERSION:
-        this.terraformVersion = JSON.parse(text) as string;
+      case K_TERRAFORM_VERSION: {
+        const version = JSON.parse(text) as string;
+        if (version.includes('\u0000')) this.violation(nulIn('"terraform_version"'));
+        else this.terraformVersion = version;
         return;
+      }
       case K_OUTPUTS:
         this.readOutputs(text);
         return;
@@ -969,6 +1046,10 @@ export class StateInspector {
     const parsed = JSON.parse(text) as Record<string, unknown>; // an object, checked at its start
     const outputs: Record<string, StateOutput> = {};
     for (const name of Object.keys(parsed)) {
+      if (name.includes('\u0000')) {
+        this.violation(nulIn('an output name'));
+        return;
+      }
       const member = parsed[name];
       if (!isPlainObject(member)) {
         this.violation('state "outputs" has a member that is not an object');
@@ -979,7 +1060,13 @@ export class StateInspector {
         return;
       }
       const output: StateOutput = { value: member.value };
-      if (hasOwn(member, 'type')) output.type = member.type;
+      if (hasOwn(member, 'type')) {
+        if (typeNameHoldsNul(member.type)) {
+          this.violation(nulIn('a type name of an output\'s "type"'));
+          return;
+        }
+        output.type = member.type;
+      }
       if (hasOwn(member, 'sensitive')) {
         if (typeof member.sensitive !== 'boolean') {
           this.violation('state "outputs" has a member whose "sensitive" is not a boolean');

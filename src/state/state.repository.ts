@@ -137,6 +137,15 @@ export class StateRepository {
   }
 
   /**
+   * The unit, share-locked until the transaction ends: a unit delete (`lockUnit`) waits for us,
+   * or we wait for it and read the unit as it left it (deleted).
+   */
+  async shareUnit(m: EntityManager, name: string): Promise<UnitRow | undefined> {
+    const rows = await sqlRows<UnitRow>(m, 'SELECT * FROM units WHERE name = $1 FOR SHARE', [name]);
+    return rows[0];
+  }
+
+  /**
    * The live unit, share-locked until the transaction ends so a concurrent delete waits for us
    * (and we for it). Creates the unit when absent, and revives it when soft-deleted: a door
    * that locks or writes a unit that does not exist creates it. Its deleted workspaces stay
@@ -236,6 +245,19 @@ export class StateRepository {
       [stateId],
     );
     return rows.length > 0 ? toHeldLock(rows[0]) : null;
+  }
+
+  /**
+   * Every workspace of the unit, soft-deleted ones included. Under the unit's row lock
+   * (`lockUnit`) the list cannot grow: a new state row waits for that lock (its foreign key).
+   */
+  async workspacesOf(m: EntityManager, unitId: string): Promise<string[]> {
+    const rows = await sqlRows<{ workspace: string }>(
+      m,
+      'SELECT workspace FROM states WHERE unit_id = $1 ORDER BY workspace',
+      [unitId],
+    );
+    return rows.map((r) => r.workspace);
   }
 
   /** Any lock held on any workspace of the unit (a locked unit cannot be deleted). */

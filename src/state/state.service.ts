@@ -2,6 +2,7 @@ import { Inject, Injectable, Logger } from '@nestjs/common';
 import { createHash, randomUUID } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { EntityManager } from 'typeorm';
+import type { TransactionStep } from '../database/sql';
 import { AuditService, SecurityEventInput } from '../audit/audit.service';
 import { Principal } from '../auth/principal';
 import { APP_CONFIG, AppConfig, Failpoint } from '../config/config';
@@ -9,7 +10,7 @@ import { DomainError, HeldLock } from '../common/errors';
 import { assertUnitName } from '../common/names';
 import { feed } from '../common/streams';
 import { assertMayWrite, assertNotLockedByOther } from '../locks/lock-authority';
-import { AuthorizationService } from '../rbac/authorization.service';
+import { AuthorizationService, Decider } from '../rbac/authorization.service';
 import { BLOB_STORE, BlobNotFoundError, BlobStore, ByteRange } from '../storage/blob-store';
 import { InspectionBudget, InspectionLease } from './inspection-budget';
 import { OutputDigester, OutputFacts } from './output-digester';
@@ -17,13 +18,7 @@ import { guardWrite } from './serial-guard';
 import { StateWriteHooks, WriteContext } from './write-hooks';
 import { StateIngest, tooLarge } from './state-ingest';
 import { InspectedState, StateInspector } from './state-inspector';
-import {
-  StateRepository,
-  StateRow,
-  StateSummaryRow,
-  UnitRow,
-  VersionRow,
-} from './state.repository';
+import { StateRepository, StateRow, UnitRow, VersionRow } from './state.repository';
 import {
   Door,
   OutputsView,
@@ -60,6 +55,8 @@ export interface WriteRequest extends StateAddress {
   precondition?: (current: { md5: string } | null) => void;
   /** Extra checks on the finished body (the S3 door's checksums); throw to refuse. */
   verify?: (digest: { sha256: string; md5: string; size: number }) => void;
+  /** Work that commits with the write (the S3 door's replay record); throw to refuse. */
+  inTransaction?: TransactionStep;
 }
 
 export interface OpenedState {
@@ -154,36 +151,40 @@ export class StateService {
     }
   }
 
+  /**
+   * A unit with the workspaces the caller may read: a workspace's details (serial, size, times,
+   * lock) are shown only with `unit.read` in that workspace, so a deny scoped to one workspace
+   * hides it even from a reader of the unit. A reader whose rules name only some workspaces sees
+   * the unit with just those; anyone else gets the 403 (whether or not the unit exists).
+   */
   async getUnit(name: string, principal: Principal): Promise<UnitDetailView> {
     assertUnitName(name);
-    if (!(await this.authz.can(principal, 'unit.read', { unit: name }))) {
-      // A reader whose rules name workspaces sees the unit with just those workspaces; anyone
-      // else gets the 403 (whether or not the unit exists).
-      const unit = await this.repo.findUnit(this.repo.manager, name);
-      const readable: StateSummaryRow[] = [];
-      if (unit && !unit.deleted_at) {
-        for (const s of await this.repo.listStates(unit.id)) {
-          if (await this.authz.can(principal, 'unit.read', { unit: name, workspace: s.workspace }))
-            readable.push(s);
-        }
-      }
-      if (!unit || readable.length === 0) {
-        await this.authz.authorize(principal, 'unit.read', { unit: name });
-      }
-      return { ...unitView(unit as UnitRow), workspaces: readable.map(workspaceView) };
+    const may = await this.authz.decider(principal);
+    const whole = may.explain('unit.read', { unit: name });
+    const unit = await this.repo.findUnit(this.repo.manager, name);
+    const live = unit && !unit.deleted_at ? unit : undefined;
+    const readable = (live ? await this.repo.listStates(live.id) : []).filter(
+      (s) => may.explain('unit.read', { unit: name, workspace: s.workspace }).allowed,
+    );
+    if (!whole.allowed && readable.length === 0) {
+      throw this.authz.refusal(principal, 'unit.read', { unit: name }, whole);
     }
-    const unit = await this.liveUnit(this.repo.manager, name);
-    const states = await this.repo.listStates(unit.id);
-    return { ...unitView(unit), workspaces: states.map(workspaceView) };
+    if (!live) throw unitNotFound(name);
+    return { ...unitView(live), workspaces: readable.map(workspaceView) };
   }
 
   async listWorkspaces(name: string, principal: Principal): Promise<UnitDetailView['workspaces']> {
     return (await this.getUnit(name, principal)).workspaces;
   }
 
+  /**
+   * Soft-deletes a unit with every workspace: a unit-wide action (`decideUnitWide`), decided on
+   * the unit's workspaces as they are once its row is locked. Refused while any workspace is
+   * locked; the refusal names the workspace and its holder only to a caller who may read it.
+   */
   async deleteUnit(name: string, principal: Principal, door: Door): Promise<void> {
     assertUnitName(name);
-    await this.authz.authorize(principal, 'unit.delete', { unit: name });
+    const may = await this.mayActOn(principal, 'unit.delete', name, undefined);
     await this.audited(
       {
         type: 'unit.delete',
@@ -196,15 +197,21 @@ export class StateService {
       async (m) => {
         const unit = await this.repo.lockUnit(m, name);
         if (!unit || unit.deleted_at) throw unitNotFound(name);
+        const workspaces = await this.repo.workspacesOf(m, unit.id);
+        this.authz.authorizeUnitWide(principal, may, 'unit.delete', name, workspaces);
         const holder = await this.repo.anyHolderInUnit(m, unit.id);
-        if (holder) {
+        if (!holder) return this.repo.softDeleteUnit(m, unit.id, principal.subject);
+        if (may.explain('unit.read', { unit: name, workspace: holder.workspace }).allowed) {
           throw new DomainError(
             'locked',
             `unit ${name} cannot be deleted while workspace ${holder.workspace} is locked by ${holder.principal}`,
             holder,
           );
         }
-        await this.repo.softDeleteUnit(m, unit.id, principal.subject);
+        throw new DomainError(
+          'locked',
+          `unit ${name} cannot be deleted while one of its workspaces is locked`,
+        );
       },
     );
   }
@@ -212,7 +219,7 @@ export class StateService {
   /** Undeletes a unit (with the workspaces its delete took), or one workspace's state. */
   async undelete(name: string, workspace: string | undefined, principal: Principal): Promise<void> {
     assertUnitName(name);
-    await this.authz.authorize(principal, 'unit.delete', { unit: name, workspace });
+    const may = await this.mayActOn(principal, 'unit.delete', name, workspace);
     await this.audited(
       {
         type: workspace === undefined ? 'unit.undelete' : 'state.undelete',
@@ -227,6 +234,8 @@ export class StateService {
         const unit = await this.repo.lockUnit(m, name);
         if (!unit) throw unitNotFound(name);
         if (workspace === undefined) {
+          const workspaces = await this.repo.workspacesOf(m, unit.id);
+          this.authz.authorizeUnitWide(principal, may, 'unit.delete', name, workspaces);
           if (!unit.deleted_at) throw new DomainError('not_deleted', `unit ${name} is not deleted`);
           await this.repo.undeleteUnit(m, unit.id);
           return;
@@ -254,7 +263,7 @@ export class StateService {
    */
   async purge(name: string, workspace: string | undefined, principal: Principal): Promise<void> {
     assertUnitName(name);
-    await this.authz.authorize(principal, 'unit.purge', { unit: name, workspace });
+    const may = await this.mayActOn(principal, 'unit.purge', name, workspace);
     const keys = await this.audited(
       (blobs: string[]) => ({
         type: workspace === undefined ? ('unit.purge' as const) : ('state.purge' as const),
@@ -270,6 +279,8 @@ export class StateService {
         const unit = await this.repo.lockUnit(m, name);
         if (!unit) throw unitNotFound(name);
         if (workspace === undefined) {
+          const workspaces = await this.repo.workspacesOf(m, unit.id);
+          this.authz.authorizeUnitWide(principal, may, 'unit.purge', name, workspaces);
           if (!unit.deleted_at) {
             throw new DomainError(
               'not_deleted',
@@ -364,6 +375,7 @@ export class StateService {
       };
       const prepared = await this.hooks.prepareAll(ctx);
       const outcome = await this.repo.transaction(async (m) => {
+        await req.inTransaction?.(m);
         const result = await this.commitWrite(m, req, key, digest.inspected, digest, facts);
         if (result.created) {
           this.failpoint('write.before-graph');
@@ -512,6 +524,12 @@ export class StateService {
     principal: Principal,
     door: Door,
     lockId?: string,
+    options: {
+      /** A condition on the current version (S3's `If-Match`); throw to refuse. */
+      precondition?: (current: { md5: string } | null) => void;
+      /** Work that commits with the delete (the S3 door's replay record). */
+      inTransaction?: TransactionStep;
+    } = {},
   ): Promise<void> {
     assertUnitName(addr.unit);
     await this.authz.authorize(principal, 'unit.read', addr);
@@ -535,6 +553,8 @@ export class StateService {
         assertNotLockedByOther(holder, principal.subject, lockId);
         if (state.deleted_at || !state.current_version_id)
           throw stateNotFound(addr.unit, addr.workspace);
+        options.precondition?.(await this.currentOf(m, state));
+        await options.inTransaction?.(m);
         await this.repo.softDeleteState(m, state.id);
       },
     );
@@ -604,7 +624,10 @@ export class StateService {
   }
 
   /** May the caller see that this state exists (listings)? `unit.read` or `outputs.read`. */
-  async canSee(principal: Principal, addr: { unit: string; workspace?: string }): Promise<boolean> {
+  private async canSee(
+    principal: Principal,
+    addr: { unit: string; workspace?: string },
+  ): Promise<boolean> {
     return (
       (await this.authz.can(principal, 'unit.read', addr)) ||
       (await this.authz.can(principal, 'outputs.read', addr))
@@ -641,36 +664,7 @@ export class StateService {
   ): Promise<{ view: VersionView; bytes: Buffer }> {
     const { version } = await this.repo.findCurrent(this.repo.manager, addr.unit, addr.workspace);
     if (!version) throw stateNotFound(addr.unit, addr.workspace);
-    if (version.encrypted) {
-      throw new DomainError(
-        'forbidden',
-        'this state is client-side encrypted: its outputs cannot be served to an outputs-only reader',
-      );
-    }
-    const bytes = Buffer.from(
-      JSON.stringify(
-        {
-          version: 4,
-          terraform_version: version.terraform_version ?? '1.0.0',
-          serial: Number(version.serial),
-          lineage: version.lineage,
-          outputs: visibleOutputs(version.outputs, sensitive),
-          resources: [],
-          check_results: null,
-        },
-        null,
-        2,
-      ) + '\n',
-    );
-    return {
-      bytes,
-      view: {
-        ...versionView(version),
-        size: bytes.length,
-        md5: createHash('md5').update(bytes).digest('hex'),
-        sha256: createHash('sha256').update(bytes).digest('hex'),
-      },
-    };
+    return outputsOnlyState(version, sensitive);
   }
 
   /** State reads are audited off the request path (batched). */
@@ -722,6 +716,8 @@ export class StateService {
   ): Promise<VersionPageView> {
     assertUnitName(addr.unit);
     await this.authz.authorize(principal, 'version.read', addr);
+    // The history of a state the caller may not even see would say that it exists.
+    await this.readMode(addr, principal);
     const raw = decodeCursor(cursor);
     const before = raw === undefined ? undefined : Number(raw);
     if (before !== undefined && !Number.isInteger(before)) {
@@ -737,14 +733,31 @@ export class StateService {
     };
   }
 
-  async openVersion(addr: StateAddress, n: number, principal: Principal): Promise<OpenedState> {
+  /**
+   * The content of version `n`. Besides `version.read` it needs exactly what reading the current
+   * state needs: `unit.read` for its bytes; with only `outputs.read`, a state made of that
+   * version's outputs (as `openForRead` serves the current one). Audited like a state read.
+   */
+  async openVersion(
+    addr: StateAddress,
+    n: number,
+    principal: Principal,
+  ): Promise<OpenedState & { synthesized: boolean }> {
     assertUnitName(addr.unit);
     await this.authz.authorize(principal, 'version.read', addr);
+    const mode = await this.readMode(addr, principal);
     const state = await this.anyState(addr);
     const row = await this.repo.findVersion(this.repo.manager, state.id, n);
     if (!row) throw versionNotFound(addr, n);
+    if (mode !== 'full') {
+      const { view, bytes } = outputsOnlyState(row, mode === 'outputs-sensitive');
+      this.recordRead(principal, addr, n, true);
+      return { version: view, body: Readable.from([bytes]), synthesized: true };
+    }
     try {
-      return { version: versionView(row), body: await this.blobs.get(row.blob_key) };
+      const body = await this.blobs.get(row.blob_key);
+      this.recordRead(principal, addr, n, false);
+      return { version: versionView(row), body, synthesized: false };
     } catch (e) {
       throw this.unreadable(e, addr, n);
     }
@@ -763,6 +776,9 @@ export class StateService {
   ): Promise<WriteResultView> {
     assertUnitName(addr.unit);
     await this.authz.authorize(principal, 'version.restore', addr);
+    // A restore writes the state: what a write needs, so that no deny of either is bypassed.
+    await this.authz.authorize(principal, 'unit.read', addr);
+    await this.authz.authorize(principal, 'unit.write', addr);
     // The restored version's consequences (its remote states, for the graph) as for a write.
     const stored = await this.inspectStored(addr, n);
     const ctx: WriteContext | undefined = stored && {
@@ -784,7 +800,9 @@ export class StateService {
         details: { from_version: n, new_version: r.version.version, created: r.created },
       }),
       async (m) => {
-        const unit = await this.repo.findUnit(m, addr.unit);
+        // Share-locked like a write's: a unit delete waits for us, or we see it deleted (making
+        // the state current again must not leave a live state under a deleted unit).
+        const unit = await this.repo.shareUnit(m, addr.unit);
         if (!unit) throw unitNotFound(addr.unit);
         if (unit.deleted_at) {
           throw new DomainError('unit_deleted', `unit ${addr.unit} is deleted; undelete it first`);
@@ -927,6 +945,23 @@ export class StateService {
 
   // ---------------------------------------------------------------- helpers
 
+  /**
+   * Authorizes a delete, undelete or purge before its transaction: of one workspace, as any
+   * action; of the whole unit, the unit-level part of `decideUnitWide` — the rest is decided
+   * inside the transaction with the returned decider, once the unit's workspaces are known.
+   */
+  private async mayActOn(
+    principal: Principal,
+    action: 'unit.delete' | 'unit.purge',
+    unit: string,
+    workspace: string | undefined,
+  ): Promise<Decider> {
+    if (workspace !== undefined) await this.authz.authorize(principal, action, { unit, workspace });
+    const may = await this.authz.decider(principal);
+    if (workspace === undefined) this.authz.authorizeUnitWide(principal, may, action, unit, []);
+    return may;
+  }
+
   private async liveUnit(m: EntityManager, name: string): Promise<UnitRow> {
     const unit = await this.repo.findUnit(m, name);
     if (!unit || unit.deleted_at) throw unitNotFound(name);
@@ -979,6 +1014,46 @@ function versionNotFound(addr: StateAddress, n: number): DomainError {
     'version_not_found',
     `${addr.unit} (workspace ${addr.workspace}) has no version ${n}`,
   );
+}
+
+/**
+ * What an outputs-only reader is served of a version: a v4 state of its outputs and no
+ * resources; the view's size and hashes describe exactly these bytes.
+ */
+function outputsOnlyState(
+  version: VersionRow,
+  sensitive: boolean,
+): { view: VersionView; bytes: Buffer } {
+  if (version.encrypted) {
+    throw new DomainError(
+      'forbidden',
+      'this state is client-side encrypted: its outputs cannot be served to an outputs-only reader',
+    );
+  }
+  const bytes = Buffer.from(
+    JSON.stringify(
+      {
+        version: 4,
+        terraform_version: version.terraform_version ?? '1.0.0',
+        serial: Number(version.serial),
+        lineage: version.lineage,
+        outputs: visibleOutputs(version.outputs, sensitive),
+        resources: [],
+        check_results: null,
+      },
+      null,
+      2,
+    ) + '\n',
+  );
+  return {
+    bytes,
+    view: {
+      ...versionView(version),
+      size: bytes.length,
+      md5: createHash('md5').update(bytes).digest('hex'),
+      sha256: createHash('sha256').update(bytes).digest('hex'),
+    },
+  };
 }
 
 /** The outputs a reader may see: sensitive ones only with `outputs.read-sensitive`. */

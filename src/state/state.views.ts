@@ -1,7 +1,7 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import type { StateSummaryRow, UnitRow, VersionRow } from './state.repository';
 
-export type Door = 'http' | 's3' | 'api';
+export type { Door } from '../common/request-context';
 
 export class VersionView {
   @ApiProperty({ description: 'Per-state version number (1, 2, 3 …), not Terraform’s serial' })

@@ -28,6 +28,7 @@ import {
 import type { Request, Response } from 'express';
 import { CurrentPrincipal } from '../auth/auth.decorators';
 import type { Principal } from '../auth/principal';
+import { RawBody } from '../common/body-parsing';
 import { assertWorkspace } from '../common/names';
 import { declaredLength, headerValue } from '../common/raw-body';
 import { sendState } from '../common/state-response';
@@ -166,6 +167,7 @@ export class UnitsController {
   }
 
   @Put(':name/state')
+  @RawBody()
   @ApiParam(NAME)
   @ApiConsumes('application/json')
   @ApiBody({

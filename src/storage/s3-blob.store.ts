@@ -9,6 +9,7 @@ import {
 import type { S3ClientConfig } from '@aws-sdk/client-s3';
 import { Upload } from '@aws-sdk/lib-storage';
 import { Readable } from 'node:stream';
+import { trimBoth } from '../common/trim';
 
 import { assertBlobKey, assertByteRange, chunkToBuffer, BlobNotFoundError } from './blob-store';
 import type { BlobStore, ByteRange, PutResult } from './blob-store';
@@ -46,7 +47,7 @@ export class S3BlobStore implements BlobStore {
   constructor(options: S3BlobStoreOptions) {
     if (!options.bucket) throw new TypeError('S3BlobStore needs a bucket');
     this.bucket = options.bucket;
-    const prefix = (options.prefix ?? '').replace(/^\/+|\/+$/g, '');
+    const prefix = trimBoth(options.prefix ?? '', '/');
     this.prefix = prefix ? `${prefix}/` : '';
     // Checksums only where S3 requires them: several S3-compatible stores refuse the SDK's
     // default CRC32 trailers, and blob integrity is checked by our own sha256 anyway.

@@ -2,7 +2,7 @@
  * Access tokens, refresh-token families, API tokens and the signing keys, on a real database
  * (embedded PGlite, or PostgreSQL under scripts/with-postgres.sh), wired by hand.
  */
-import { createHash, generateKeyPairSync } from 'node:crypto';
+import { createHash, generateKeyPairSync, randomUUID } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -10,6 +10,8 @@ import { decodeProtectedHeader } from 'jose';
 import { DataSource } from 'typeorm';
 import { IdentityRepository } from '../../src/auth/identity.repository';
 import { Principal } from '../../src/auth/principal';
+import { CredentialRevocations } from '../../src/auth/revocation/credential-revocations.service';
+import { RevocationRepository } from '../../src/auth/revocation/revocation.repository';
 import { API_TOKEN_PREFIX, ApiTokenService } from '../../src/auth/tokens/api-token.service';
 import { SigningKeys } from '../../src/auth/tokens/signing-keys.service';
 import { REFRESH_TOKEN_PREFIX, TokenService } from '../../src/auth/tokens/token.service';
@@ -39,6 +41,7 @@ interface Wired {
   tokens: TokenService;
   apiTokens: ApiTokenService;
   audit: RecordingAudit;
+  revocations: CredentialRevocations;
 }
 
 /** What the AuthModule wires, by hand: one "replica" on `ds`. */
@@ -48,11 +51,16 @@ async function wire(ds: DataSource, env: Record<string, string> = {}): Promise<W
   await keys.onModuleInit();
   const repo = new IdentityRepository(ds);
   const audit = new RecordingAudit();
-  const tokens = new TokenService(config, keys, repo, audit);
-  const authz = new AuthorizationService(new RbacRepository(ds), new RbacCache(config), audit);
-  const apiTokens = new ApiTokenService(repo, authz, audit);
-  return { config, keys, tokens, apiTokens, audit };
+  const cache = new RbacCache(config);
+  const revocations = new CredentialRevocations(config, new RevocationRepository(ds), cache);
+  const tokens = new TokenService(config, keys, repo, audit, revocations);
+  const authz = new AuthorizationService(new RbacRepository(ds), cache, audit);
+  const apiTokens = new ApiTokenService(repo, authz, audit, revocations);
+  return { config, keys, tokens, apiTokens, audit, revocations };
 }
+
+/** A login session for tests that only need an access token of some session. */
+const SESSION = { familyId: randomUUID(), expiresAt: new Date(Date.now() + 86400_000) };
 
 async function failure(p: Promise<unknown>): Promise<DomainError> {
   try {
@@ -97,6 +105,10 @@ describe(`refresh tokens (${ON_POSTGRES ? 'PostgreSQL' : 'embedded PGlite'})`, (
       via: 'access-token',
       email: 'alice@example.com',
       groups: ['platform'],
+      credential: {
+        parent: { kind: 'refresh_family', id: await familyOf(s.refresh_token) },
+        notAfter: expect.any(Number) as number,
+      },
     });
   });
 
@@ -197,6 +209,7 @@ describe(`refresh tokens (${ON_POSTGRES ? 'PostgreSQL' : 'embedded PGlite'})`, (
       w.keys,
       new IdentityRepository(ds2),
       new RecordingAudit(),
+      w.revocations,
     );
     const attempts = Array.from({ length: 8 }, (_, i) =>
       (i % 2 === 0 ? w.tokens : other).refresh(s.refresh_token),
@@ -239,7 +252,8 @@ describe(`API tokens (${ON_POSTGRES ? 'PostgreSQL' : 'embedded PGlite'})`, () =>
       )
     )[0];
 
-  it('a token acting as its creator: sht_ prefix, usable, stored only as sha256', async () => {
+  it('a token acting as its creator: sht_ prefix, usable, stored only as sha256, carrying the latest login', async () => {
+    await w.tokens.startSession(IDENTITY); // alice's latest login
     const alice: Principal = { ...ALICE, email: 'alice@example.com', groups: ['platform'] };
     const created = await w.apiTokens.create(alice, { name: 'ci-network' });
     expect(created.token).toMatch(/^sht_[A-Za-z0-9_-]{43}$/);
@@ -250,6 +264,11 @@ describe(`API tokens (${ON_POSTGRES ? 'PostgreSQL' : 'embedded PGlite'})`, () =>
       via: 'api-token',
       email: 'alice@example.com',
       groups: ['platform'],
+      // what it mints ends with the login whose groups it carries (30 days)
+      credential: {
+        parent: { kind: 'api_token', id: created.id },
+        notAfter: expect.any(Number) as number,
+      },
     });
     expect((await rowOf(created.id)).token_hash).toBe(sha256(created.token));
     const dump = await db.dataSource.query<{ j: string }[]>(
@@ -343,6 +362,7 @@ describe(`API tokens (${ON_POSTGRES ? 'PostgreSQL' : 'embedded PGlite'})`, () =>
       subject: 'svc:ci-network',
       kind: 'service',
       via: 'api-token',
+      credential: { parent: { kind: 'api_token', id: created.id } },
     });
   });
 
@@ -378,13 +398,13 @@ describe(`signing keys (${ON_POSTGRES ? 'PostgreSQL' : 'embedded PGlite'})`, () 
 
   it('restarts do not invalidate tokens, and two replicas agree: the generated key is kept in the database', async () => {
     const first = await wire(db.dataSource);
-    const token = (await first.tokens.issueAccessToken({ subject: 'user:alice' })).token;
+    const token = (await first.tokens.issueAccessToken({ subject: 'user:alice' }, SESSION)).token;
     const ds2 = db.connectAnother ? await db.connectAnother() : db.dataSource;
     const second = await wire(ds2);
     expect(second.keys.kid).toBe(first.keys.kid);
     expect(decodeProtectedHeader(token).kid).toBe(first.keys.kid);
     expect((await second.tokens.verify(token))?.subject).toBe('user:alice');
-    const back = (await second.tokens.issueAccessToken({ subject: 'user:bob' })).token;
+    const back = (await second.tokens.issueAccessToken({ subject: 'user:bob' }, SESSION)).token;
     expect((await first.tokens.verify(back))?.subject).toBe('user:bob');
     const rows = await db.dataSource.query<{ n: number }[]>(
       'SELECT count(*)::int AS n FROM signing_keys',
@@ -398,7 +418,7 @@ describe(`signing keys (${ON_POSTGRES ? 'PostgreSQL' : 'embedded PGlite'})`, () 
 
   it('rotation: with a configured key file a new kid signs, and tokens of the generated key still verify', async () => {
     const generated = await wire(db.dataSource);
-    const old = (await generated.tokens.issueAccessToken({ subject: 'user:alice' })).token;
+    const old = (await generated.tokens.issueAccessToken({ subject: 'user:alice' }, SESSION)).token;
 
     const dir = mkdtempSync(join(tmpdir(), 'statehouse-key-'));
     const file = join(dir, 'signing.pem');
@@ -408,7 +428,7 @@ describe(`signing keys (${ON_POSTGRES ? 'PostgreSQL' : 'embedded PGlite'})`, () 
     const rotated = await wire(ds2, { STATEHOUSE_TOKENS_PRIVATE_KEY_FILE: file });
 
     expect(rotated.keys.kid).not.toBe(generated.keys.kid);
-    const fresh = (await rotated.tokens.issueAccessToken({ subject: 'user:bob' })).token;
+    const fresh = (await rotated.tokens.issueAccessToken({ subject: 'user:bob' }, SESSION)).token;
     expect(decodeProtectedHeader(fresh).kid).toBe(rotated.keys.kid);
     expect((await rotated.tokens.verify(fresh))?.subject).toBe('user:bob');
     expect((await rotated.tokens.verify(old))?.subject).toBe('user:alice');

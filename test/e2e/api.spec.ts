@@ -15,7 +15,11 @@ import { tfState } from '../support/services';
 jest.setTimeout(60_000);
 
 const SIMPLE = readFileSync(join(FIXTURES, 'simple.tfstate'));
-const SIMPLE_LINEAGE = 'e539db4c-a061-564c-e3ad-4b3d4a924289';
+// Read from the fixture, so that `npm run fixtures` may write it again.
+const { lineage: SIMPLE_LINEAGE, serial: SIMPLE_SERIAL } = JSON.parse(SIMPLE.toString()) as {
+  lineage: string;
+  serial: number;
+};
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 const sha256 = (b: string | Buffer): string => createHash('sha256').update(b).digest('hex');
@@ -320,7 +324,7 @@ describe('management API (/v1/units, /v1/locks, /docs)', () => {
         created: true,
         version: {
           version: 1,
-          serial: 4,
+          serial: SIMPLE_SERIAL,
           lineage: SIMPLE_LINEAGE,
           terraformVersion: '1.11.4',
           encrypted: false,
@@ -340,7 +344,9 @@ describe('management API (/v1/units, /v1/locks, /docs)', () => {
       expect(r.body.equals(SIMPLE)).toBe(true);
       // The unit appeared on first use.
       expect((await call('GET', unitPath(name))).json()).toMatchObject({
-        workspaces: [{ workspace: 'default', currentVersion: 1, serial: 4, size: SIMPLE.length }],
+        workspaces: [
+          { workspace: 'default', currentVersion: 1, serial: SIMPLE_SERIAL, size: SIMPLE.length },
+        ],
       });
     });
 
@@ -369,8 +375,16 @@ describe('management API (/v1/units, /v1/locks, /docs)', () => {
     it('PUT with a lower serial or the same serial and other bytes → 409 serial_conflict', async () => {
       const name = unique('serial');
       expect((await putState(name, SIMPLE)).status).toBe(200);
-      expectError(await putState(name, tfState(3, SIMPLE_LINEAGE)), 409, 'serial_conflict');
-      expectError(await putState(name, tfState(4, SIMPLE_LINEAGE)), 409, 'serial_conflict');
+      expectError(
+        await putState(name, tfState(SIMPLE_SERIAL - 1, SIMPLE_LINEAGE)),
+        409,
+        'serial_conflict',
+      );
+      expectError(
+        await putState(name, tfState(SIMPLE_SERIAL, SIMPLE_LINEAGE)),
+        409,
+        'serial_conflict',
+      );
       expect(await versionNumbers(name)).toEqual([1]);
       await expectState(name, SIMPLE);
     });
@@ -514,7 +528,7 @@ describe('management API (/v1/units, /v1/locks, /docs)', () => {
       const r = await call('GET', `${unitPath(name)}/outputs`);
       expect(r.status).toBe(200);
       const fixture = JSON.parse(SIMPLE.toString()) as { outputs: Record<string, unknown> };
-      expect(r.json()).toEqual({ version: 1, serial: 4, outputs: fixture.outputs });
+      expect(r.json()).toEqual({ version: 1, serial: SIMPLE_SERIAL, outputs: fixture.outputs });
       expect(r.json().outputs.vpc_cidr).toEqual({ value: '10.0.0.0/16', type: 'string' });
       expect(r.json().outputs.subnets.value).toEqual({ a: '10.0.1.0/24', b: '10.0.2.0/24' });
     });
@@ -530,7 +544,7 @@ describe('management API (/v1/units, /v1/locks, /docs)', () => {
         expect.objectContaining({
           workspace: 'default',
           currentVersion: 1,
-          serial: 4,
+          serial: SIMPLE_SERIAL,
           size: SIMPLE.length,
           deleted: false,
           locked: false,
@@ -815,7 +829,7 @@ describe('management API (/v1/units, /v1/locks, /docs)', () => {
     it('delete + purge removes the versions for good; the name can be used again', async () => {
       const name = unique('purge');
       expect((await putState(name, SIMPLE)).status).toBe(200);
-      expect((await putState(name, tfState(5, SIMPLE_LINEAGE))).status).toBe(200);
+      expect((await putState(name, tfState(SIMPLE_SERIAL + 1, SIMPLE_LINEAGE))).status).toBe(200);
       expect((await call('DELETE', unitPath(name))).status).toBe(204);
       const r = await call('POST', `${unitPath(name)}/purge`);
       expect(r.status).toBe(204);
@@ -854,11 +868,11 @@ describe('management API (/v1/units, /v1/locks, /docs)', () => {
       expect(body.requestId).toBe('ci-run-42.step_3');
     });
 
-    it('an unknown route → 404 JSON', async () => {
+    it('an unknown route → 400 unknown_route naming it (never 404: "no state" to Terraform)', async () => {
       const r = await call('GET', '/v1/no-such-route');
-      expectError(r, 404, 'not_found');
+      expectError(r, 400, 'unknown_route', /GET \/v1\/no-such-route/);
       const nested = await call('POST', `${unitPath(unique('unknown'))}/nothing-here`);
-      expectError(nested, 404, 'not_found');
+      expectError(nested, 400, 'unknown_route', /nothing-here/);
     });
   });
 

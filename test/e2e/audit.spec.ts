@@ -897,6 +897,176 @@ describe('audit log (GET /v1/audit)', () => {
     });
   });
 
+  describe('the door of every event', () => {
+    beforeAll(async () => {
+      const seed = await send(
+        'POST',
+        '/v1/backend/team/doors',
+        { authorization: `Bearer ${server.token}`, 'content-type': 'application/json' },
+        tfState(1, 'doors'),
+      );
+      expect(seed.status).toBe(200);
+    });
+
+    /** The types of one request's events, with their door. */
+    async function doors(requestId: string): Promise<[string, string | null][]> {
+      return (await ofRequest(requestId)).map((e) => [e.type, e.door]);
+    }
+
+    it('state reads, refusals, authentication and RBAC events name the door they came through', async () => {
+      const statusOf = (label: string): number =>
+        label.startsWith('authz.denied')
+          ? 403
+          : label.startsWith('auth.failed')
+            ? 401
+            : label.includes('api_token_created')
+              ? 201
+              : 200;
+      const basic = (password: string) =>
+        `Basic ${Buffer.from(`terraform:${password}`).toString('base64')}`;
+      const cases: [string, (id: string) => Promise<Reply>, [string, string][]][] = [
+        [
+          'state.read through the HTTP backend',
+          (id) =>
+            send('GET', '/v1/backend/team/doors', {
+              authorization: basic(tok.reader),
+              ...tagged({ requestId: id }),
+            }),
+          [['state.read', 'http']],
+        ],
+        [
+          'state.read through the S3 door',
+          (id) =>
+            s3(writerCreds, 'GET', 'team/doors/terraform.tfstate', { via: { requestId: id } }),
+          [['state.read', 's3']],
+        ],
+        [
+          'state.read through the API',
+          (id) =>
+            call(tok.reader, 'GET', `/v1/units/${enc('team/doors')}/state`, undefined, {
+              requestId: id,
+            }),
+          [['state.read', 'api']],
+        ],
+        [
+          'authz.denied through the HTTP backend',
+          (id) =>
+            send(
+              'POST',
+              '/v1/backend/team/doors',
+              {
+                authorization: `Bearer ${tok.reader}`,
+                'content-type': 'application/json',
+                ...tagged({ requestId: id }),
+              },
+              tfState(99),
+            ),
+          [['authz.denied', 'http']],
+        ],
+        [
+          'authz.denied through the S3 door',
+          (id) => s3(writerCreds, 'GET', 'other/x/terraform.tfstate', { via: { requestId: id } }),
+          [['authz.denied', 's3']],
+        ],
+        [
+          'authz.denied through the API',
+          (id) => call(tok.reader, 'GET', '/v1/audit', undefined, { requestId: id }),
+          [['authz.denied', 'api']],
+        ],
+        [
+          'auth.failed through the HTTP backend',
+          (id) =>
+            send('GET', '/v1/backend/team/doors', {
+              authorization: basic('sht_not-a-token'),
+              ...tagged({ requestId: id, ip: freshIp() }),
+            }),
+          [['auth.failed', 'http']],
+        ],
+        [
+          'auth.failed through the API',
+          (id) =>
+            call('sht_not-a-token', 'GET', '/v1/units', undefined, {
+              requestId: id,
+              ip: freshIp(),
+            }),
+          [['auth.failed', 'api']],
+        ],
+        [
+          'auth.bootstrap_token_used through the HTTP backend',
+          (id) =>
+            send('GET', '/v1/backend/team/doors', {
+              authorization: `Bearer ${server.token}`,
+              ...tagged({ requestId: id }),
+            }),
+          [
+            ['auth.bootstrap_token_used', 'http'],
+            ['state.read', 'http'],
+          ],
+        ],
+        [
+          'auth.s3_credentials_issued through the API',
+          (id) => call(tok.writer, 'POST', '/v1/auth/issue-s3-creds', undefined, { requestId: id }),
+          [['auth.s3_credentials_issued', 'api']],
+        ],
+        [
+          'auth.api_token_created and rbac.change through the API',
+          async (id) => {
+            const r = await call(
+              tok.admin,
+              'POST',
+              '/v1/rbac/permissions',
+              {
+                name: `door-${randomUUID().slice(0, 8)}`,
+                rules: [{ effect: 'allow', actions: ['unit.read'], resources: ['door/**'] }],
+              },
+              { requestId: id },
+            );
+            expect(r.status).toBe(201);
+            return call(
+              tok.admin,
+              'POST',
+              '/v1/auth/tokens',
+              { name: 'door', subject: 'svc:door' },
+              { requestId: id },
+            );
+          },
+          [
+            ['rbac.change', 'api'],
+            ['auth.api_token_created', 'api'],
+          ],
+        ],
+      ];
+      for (const [label, request, expected] of cases) {
+        const id = rid('door');
+        const r = await request(id);
+        if (r.status === 201) {
+          const t = (JSON.parse(r.text) as { token?: string }).token;
+          if (t) secrets.add(t).add(t.slice(4));
+        }
+        if (r.status === 200 && label.includes('s3_credentials')) {
+          const c = JSON.parse(r.text) as Creds;
+          secrets.add(c.SecretAccessKey).add(c.SessionToken);
+        }
+        expect({ label, status: r.status }).toEqual({ label, status: statusOf(label) });
+        // reads and refusals are stored with the next batch: wait for this request's
+        let got = await doors(id);
+        for (let i = 0; i < 50 && got.length < expected.length; i++) {
+          await sleep(100);
+          got = await doors(id);
+        }
+        expect({ label, events: [...got].sort() }).toEqual({
+          label,
+          events: [...expected].sort(),
+        });
+      }
+    });
+
+    it('no event of a request lacks its door', async () => {
+      const doorless = (await all()).filter((e) => e.requestId !== null && e.door === null);
+      expect(doorless.map((e) => `${e.type} ${e.requestId}`)).toEqual([]);
+    });
+  });
+
   describe('aggregation of unauthenticated failures', () => {
     it('50 rapid failures from one address become a few rows whose counts add up to 50', async () => {
       const ip = freshIp();

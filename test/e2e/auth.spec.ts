@@ -228,6 +228,7 @@ describe('bad input on the API: 401 naming the check, never the token, and logge
       iat: t,
       exp: t + 600,
       jti: randomUUID(),
+      parent: `refresh_family:${randomUUID()}`, // the login session it belongs to
       ...spec.claims,
     })
       .setProtectedHeader({ alg: 'EdDSA', kid: KID, typ: 'JWT', ...spec.header })
@@ -286,10 +287,27 @@ describe('bad input on the API: 401 naming the check, never the token, and logge
     );
   });
 
+  it('an access token naming no login session (missing_claim)', async () => {
+    await refusedBearer(
+      await serverToken({ claims: { parent: undefined } }),
+      /names no login session .*\(missing_claim\)/,
+    );
+    await refusedBearer(
+      await serverToken({ claims: { parent: `api_token:${randomUUID()}` } }),
+      /\(missing_claim\)/,
+    );
+  });
+
   it('the server’s own s3 SessionToken used on the API (wrong_audience)', async () => {
+    const svc = await call(server.url, '/v1/auth/tokens', {
+      bearer: server.token,
+      body: { name: 'mints-s3', subject: 'svc:mints-s3' },
+    });
+    expect(svc.status).toBe(201);
+    presented.push(svc.json.token as string);
     const creds = await call(server.url, '/v1/auth/issue-s3-creds', {
       method: 'POST',
-      bearer: server.token,
+      bearer: svc.json.token as string,
     });
     expect(creds.status).toBe(200);
     const sessionToken = creds.json.SessionToken as string;

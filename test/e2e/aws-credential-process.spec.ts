@@ -278,13 +278,11 @@ describe('the AWS CLI with credential_process = statehouse creds --json', () => 
     expect(r.stderr).not.toContain('sht_revoked-or-never-issued');
   });
 
-  it('the bootstrap token through STATEHOUSE_TOKEN gets credentials for bootstrap-admin', async () => {
+  it('the bootstrap token through STATEHOUSE_TOKEN gets no credentials: the CLI says to create an API token', async () => {
     const r = await run(NODE, [CLI, 'creds', '--json'], awsEnv({ STATEHOUSE_TOKEN: TEST_TOKEN }));
-    expect(r.code).toBe(0);
-    const creds = JSON.parse(r.stdout);
-    const claims = JSON.parse(
-      Buffer.from(String(creds.SessionToken).split('.')[1], 'base64url').toString(),
-    );
-    expect(claims.sub).toBe('bootstrap-admin');
+    expect(r.code).not.toBe(0);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toMatch(/bootstrap-admin is the break-glass account .* create an API token/);
+    expect(r.stderr).not.toContain(TEST_TOKEN);
   });
 });

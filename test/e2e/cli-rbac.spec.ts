@@ -344,7 +344,15 @@ describe('statehouse rbac and statehouse audit', () => {
     expect(role.stdout).toContain(`  subject svc:ci (${assignmentId})`);
   });
 
-  it('rbac test: allow and deny with the deciding rule, exit 0 either way', async () => {
+  /** A deny: exit code 4 (like a red `unit status`), the answer on stdout, no error line. */
+  function denied(r: CliResult): CliResult {
+    if (r.code !== 4)
+      throw new Error(`exit ${r.code} (expected 4, a deny):\n${r.stderr}${r.stdout}`);
+    expect(r.stderr).toBe('');
+    return r;
+  }
+
+  it('rbac test: allow (exit 0) and deny (exit 4) with the deciding rule', async () => {
     const allow = ok(
       await as('svc:ops', ['rbac', 'test', '--subject', 'svc:ci', 'unit.write', 'team-a/net']),
     );
@@ -359,13 +367,13 @@ describe('statehouse rbac and statehouse audit', () => {
       ].join('\n'),
     );
 
-    const noRule = ok(
+    const noRule = denied(
       await as('svc:ops', ['rbac', 'test', '--subject', 'svc:ci', 'unit.read', 'team-b/app']),
     );
     expect(noRule.stdout).toMatch(/^decision:\s+deny\n/);
     expect(noRule.stdout).toMatch(/^decided by: no rule allows it/m);
 
-    const denied = ok(
+    const frozen = denied(
       await as('svc:ops', [
         'rbac',
         'test',
@@ -377,14 +385,14 @@ describe('statehouse rbac and statehouse audit', () => {
         'frozen',
       ]),
     );
-    expect(denied.stdout).toMatch(/^decision:\s+deny\n/);
-    expect(denied.stdout).toMatch(/^resource:\s+team-a\/net \(workspace frozen\)\n/m);
-    expect(denied.stdout).toMatch(
+    expect(frozen.stdout).toMatch(/^decision:\s+deny\n/);
+    expect(frozen.stdout).toMatch(/^resource:\s+team-a\/net \(workspace frozen\)\n/m);
+    expect(frozen.stdout).toMatch(
       /^decided by: role team-a \/ permission team-a-rw: deny unit.write team-a\/\*\* ws=frozen,archive-\*\n/m,
     );
 
     const json = JSON.parse(
-      ok(
+      denied(
         await as('svc:ops', [
           'rbac',
           'test',

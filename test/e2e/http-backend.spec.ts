@@ -16,7 +16,11 @@ import { tfState } from '../support/services';
 jest.setTimeout(60_000);
 
 const SIMPLE = readFileSync(join(FIXTURES, 'simple.tfstate'));
-const SIMPLE_LINEAGE = 'e539db4c-a061-564c-e3ad-4b3d4a924289';
+// Read from the fixture, so that `npm run fixtures` may write it again.
+const { lineage: SIMPLE_LINEAGE, serial: SIMPLE_SERIAL } = JSON.parse(SIMPLE.toString()) as {
+  lineage: string;
+  serial: number;
+};
 const SIMPLE_SECRET = 's3cr3t-not-real'; // a sensitive output value inside simple.tfstate
 
 interface Reply {
@@ -346,7 +350,12 @@ describe('Terraform HTTP backend door (/v1/backend/<unit…>)', () => {
       expect(w.status).toBe(200);
       expect(json(w)).toMatchObject({
         created: true,
-        version: { version: 1, serial: 4, lineage: SIMPLE_LINEAGE, size: SIMPLE.length },
+        version: {
+          version: 1,
+          serial: SIMPLE_SERIAL,
+          lineage: SIMPLE_LINEAGE,
+          size: SIMPLE.length,
+        },
       });
       const r = await backend('GET', name);
       expect(r.status).toBe(200);
@@ -365,11 +374,17 @@ describe('Terraform HTTP backend door (/v1/backend/<unit…>)', () => {
       const name = unique('put');
       const w = await post(name, SIMPLE, { method: 'PUT' });
       expect(w.status).toBe(200);
-      expect(json(w)).toMatchObject({ created: true, version: { version: 1, serial: 4 } });
-      const next = tfState(5, SIMPLE_LINEAGE);
+      expect(json(w)).toMatchObject({
+        created: true,
+        version: { version: 1, serial: SIMPLE_SERIAL },
+      });
+      const next = tfState(SIMPLE_SERIAL + 1, SIMPLE_LINEAGE);
       const w2 = await post(name, next, { method: 'PUT' });
       expect(w2.status).toBe(200);
-      expect(json(w2)).toMatchObject({ created: true, version: { version: 2, serial: 5 } });
+      expect(json(w2)).toMatchObject({
+        created: true,
+        version: { version: 2, serial: SIMPLE_SERIAL + 1 },
+      });
       const r = await backend('GET', name);
       expect(r.text).toBe(next);
       expect(await versionNumbers(name)).toEqual([2, 1]);
@@ -388,10 +403,13 @@ describe('Terraform HTTP backend door (/v1/backend/<unit…>)', () => {
     it('a higher serial in the same lineage is accepted as a new version', async () => {
       const name = unique('serial-up');
       expect((await post(name, SIMPLE)).status).toBe(200);
-      const next = tfState(5, SIMPLE_LINEAGE);
+      const next = tfState(SIMPLE_SERIAL + 1, SIMPLE_LINEAGE);
       const w = await post(name, next);
       expect(w.status).toBe(200);
-      expect(json(w)).toMatchObject({ created: true, version: { version: 2, serial: 5 } });
+      expect(json(w)).toMatchObject({
+        created: true,
+        version: { version: 2, serial: SIMPLE_SERIAL + 1 },
+      });
       expect(await versionNumbers(name)).toEqual([2, 1]);
       await expectState(name, next);
     });
@@ -426,8 +444,8 @@ describe('Terraform HTTP backend door (/v1/backend/<unit…>)', () => {
     it('two concurrent writes of the same serial with different bytes: exactly one wins', async () => {
       const name = unique('race-write');
       expect((await post(name, SIMPLE)).status).toBe(200);
-      const a = tfState(5, SIMPLE_LINEAGE, { who: 'a' });
-      const b = tfState(5, SIMPLE_LINEAGE, { who: 'b' });
+      const a = tfState(SIMPLE_SERIAL + 1, SIMPLE_LINEAGE, { who: 'a' });
+      const b = tfState(SIMPLE_SERIAL + 1, SIMPLE_LINEAGE, { who: 'b' });
       const [ra, rb] = await Promise.all([post(name, a), post(name, b)]);
       expect([ra.status, rb.status].sort()).toEqual([200, 409]);
       const loser = ra.status === 409 ? ra : rb;
@@ -474,7 +492,7 @@ describe('Terraform HTTP backend door (/v1/backend/<unit…>)', () => {
         currentVersion: number;
       }[];
       expect(list.find((x) => x.workspace === 'dev')).toMatchObject({ currentVersion: 1 });
-      // ARCHITECTURE.md: "`default` always exists".
+      // A unit always has the `default` workspace.
       expect(list.map((x) => x.workspace).sort()).toEqual(['default', 'dev']);
     });
 
@@ -541,7 +559,7 @@ describe('Terraform HTTP backend door (/v1/backend/<unit…>)', () => {
     it('a lower serial in the same lineage → 409 serial_conflict', async () => {
       const name = unique('serial-lower');
       expect((await post(name, SIMPLE)).status).toBe(200);
-      const r = await post(name, tfState(3, SIMPLE_LINEAGE));
+      const r = await post(name, tfState(SIMPLE_SERIAL - 1, SIMPLE_LINEAGE));
       expect(r.status).toBe(409);
       expect(json(r)).toMatchObject({ statusCode: 409, code: 'serial_conflict' });
       expect(await versionNumbers(name)).toEqual([1]);
@@ -551,7 +569,7 @@ describe('Terraform HTTP backend door (/v1/backend/<unit…>)', () => {
     it('the same serial with different bytes → 409 serial_conflict', async () => {
       const name = unique('serial-same');
       expect((await post(name, SIMPLE)).status).toBe(200);
-      const r = await post(name, tfState(4, SIMPLE_LINEAGE));
+      const r = await post(name, tfState(SIMPLE_SERIAL, SIMPLE_LINEAGE));
       expect(r.status).toBe(409);
       expect(json(r)).toMatchObject({ statusCode: 409, code: 'serial_conflict' });
       expect(await versionNumbers(name)).toEqual([1]);
@@ -758,7 +776,9 @@ describe('Terraform HTTP backend door (/v1/backend/<unit…>)', () => {
       const holder = oddLockInfo('L-right');
       await locked(name, 'L-right', holder);
       expect((await post(name, SIMPLE, { query: 'ID=L-right' })).status).toBe(200);
-      const r = await post(name, tfState(5, SIMPLE_LINEAGE), { query: 'ID=L-wrong' });
+      const r = await post(name, tfState(SIMPLE_SERIAL + 1, SIMPLE_LINEAGE), {
+        query: 'ID=L-wrong',
+      });
       expect(r.status).toBe(409);
       expect(r.body.equals(Buffer.from(holder))).toBe(true);
       expect(await versionNumbers(name)).toEqual([1]);
@@ -778,7 +798,9 @@ describe('Terraform HTTP backend door (/v1/backend/<unit…>)', () => {
       const info = await locked(name, 'L-gone');
       expect((await post(name, SIMPLE, { query: 'ID=L-gone' })).status).toBe(200);
       expect((await backend('UNLOCK', name, { body: info })).status).toBe(200);
-      const r = await post(name, tfState(5, SIMPLE_LINEAGE), { query: 'ID=L-gone' });
+      const r = await post(name, tfState(SIMPLE_SERIAL + 1, SIMPLE_LINEAGE), {
+        query: 'ID=L-gone',
+      });
       expect(r.status).toBe(409);
       expect(json(r)).toMatchObject({ code: 'lock_not_held' });
       expect(await versionNumbers(name)).toEqual([1]);

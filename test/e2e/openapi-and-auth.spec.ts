@@ -123,4 +123,112 @@ describe('the API contract', () => {
       expect(`${method} ${path} → ${status}`).toBe(`${method} ${path} → 401`);
     }
   });
+
+  /** One request with a bearer token and a body; the status and the error code. */
+  function probe(
+    method: string,
+    path: string,
+    body?: string,
+  ): Promise<{ status: number; code?: string; message?: string }> {
+    return new Promise((resolve, reject) => {
+      const req = request(
+        `${server.url}${path}`,
+        {
+          method,
+          headers: {
+            ...server.auth,
+            ...(body !== undefined
+              ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) }
+              : {}),
+          },
+        },
+        (res) => {
+          let text = '';
+          res.on('data', (c: Buffer) => (text += c.toString()));
+          res.on('end', () => {
+            let parsed: { code?: string; message?: string } = {};
+            try {
+              parsed = JSON.parse(text) as { code?: string; message?: string };
+            } catch {
+              // S3 XML or an empty body
+            }
+            resolve({ status: res.statusCode ?? 0, code: parsed.code, message: parsed.message });
+          });
+        },
+      );
+      req.on('error', reject);
+      req.end(body);
+    });
+  }
+
+  it('every route, spelled in upper case, with a trailing slash or with "//": the same handler reads the body the same way, or 400 unknown_route; never a 5xx, even on a malformed body', async () => {
+    const doc = JSON.parse(readFileSync(join(ROOT, 'openapi/openapi.json'), 'utf8')) as {
+      paths: Record<string, Record<string, unknown>>;
+    };
+    const routes: [string, string][] = [];
+    for (const [path, methods] of Object.entries(doc.paths)) {
+      const concrete = path
+        .replace('{name}', 'walk%2Fapp')
+        .replace('{version}', '1')
+        .replace('{id}', '00000000-0000-0000-0000-000000000000');
+      for (const m of Object.keys(methods)) {
+        // Not these two: they would end the bootstrap token this walk runs with.
+        if (path === '/v1/auth/bootstrap' || path === '/v1/auth/logout') continue;
+        routes.push([m.toUpperCase(), concrete]);
+      }
+    }
+    for (const m of ['GET', 'POST', 'PUT', 'DELETE', 'LOCK', 'UNLOCK'])
+      routes.push([m, '/v1/backend/walk/app']);
+    expect(routes.length).toBeGreaterThan(30);
+    // Upper case for the route's own words; the unit name part keeps its spelling.
+    const upper = (p: string) =>
+      p
+        .split('/')
+        .map((s) => (s.includes('%') || s === 'walk' || s === 'app' ? s : s.toUpperCase()))
+        .join('/');
+    const malformed = '{"ID": "walk-lock", "version": 4,';
+    const problems: string[] = [];
+    for (const [method, path] of routes) {
+      const canonical = await probe(method, path, malformed);
+      if (canonical.status >= 500) problems.push(`${method} ${path} → ${canonical.status}`);
+      for (const variant of [upper(path), `${path}/`]) {
+        const r = await probe(method, variant, malformed);
+        // Below /v1/backend the rest of the path is the unit's name, slashes included: a
+        // trailing slash makes an empty segment, which no unit name has.
+        const expected =
+          variant.startsWith('/v1/backend/') && variant.endsWith('/')
+            ? { status: 400, code: 'invalid_name' }
+            : canonical;
+        if (r.status !== expected.status || r.code !== expected.code)
+          problems.push(
+            `${method} ${variant} → ${r.status} ${r.code} (canonical: ${canonical.status} ${canonical.code})`,
+          );
+      }
+      const doubled = path.replace(/^\/([^/]+)\//, '/$1//');
+      const r = await probe(method, doubled, malformed);
+      if (r.status >= 500 || (r.status === 404 && r.code !== 'state_not_found'))
+        problems.push(`${method} ${doubled} → ${r.status} ${r.code}`);
+      if (r.code === 'unknown_route' && !r.message?.includes(doubled))
+        problems.push(`${method} ${doubled}: the refusal does not name the path`);
+    }
+    expect(problems).toEqual([]);
+  });
+
+  it('a path that matches no route answers 400 unknown_route naming it, never 404', async () => {
+    for (const [method, path] of [
+      ['GET', '/v1/backends/team/app'],
+      ['POST', '/v1/backends/team/app'],
+      ['GET', '/v1/unit'],
+      ['GET', '/nowhere'],
+      ['PATCH', '/v1/units'],
+    ]) {
+      const r = await probe(method, path);
+      expect(`${method} ${path} → ${r.status} ${r.code}`).toBe(
+        `${method} ${path} → 400 unknown_route`,
+      );
+      expect(r.message).toContain(`${method} ${path}`);
+    }
+    // A readable name without a state is still a 404 (Terraform: "no state yet").
+    expect(await probe('GET', '/v1/backend/walk/none')).toMatchObject({ status: 404 });
+  });
 });

@@ -17,6 +17,11 @@
  * | svc:prod-writer  | allow unit.read, unit.write on * /prod, only in workspace prod         |
  * | svc:denied       | allow unit.read, unit.write, unit.lock on team/**; deny them on team/secret |
  * | svc:nobody       | no assignment                                                          |
+ * | svc:team-c       | allow unit.read, unit.write, unit.delete, unit.purge on team-c/**; deny them on team-c/app in workspace prod |
+ * | svc:reader-secret | the `reader` role of init; deny unit.read on team/secret              |
+ * | svc:history-outputs | allow outputs.read, version.read on shared/net                      |
+ * | svc:restorer     | allow version.restore on team/**                                       |
+ * | svc:restorer-no-write | allow version.restore, unit.read, unit.write on team/**; deny unit.write on team/secret |
  *
  * The DENIED table drives each door × each operation × principal × name (existing or not) and
  * checks the door's own 403 (JSON on the API and the HTTP backend, S3 XML `AccessDenied`, no body
@@ -164,7 +169,12 @@ type Who =
   | 'outputsSens'
   | 'prodWriter'
   | 'denied'
-  | 'nobody';
+  | 'nobody'
+  | 'teamC'
+  | 'readerSecret'
+  | 'historyOutputs'
+  | 'restorer'
+  | 'restorerNoWrite';
 
 const SUBJECT: Record<Who, string> = {
   admin: 'svc:admin',
@@ -176,6 +186,11 @@ const SUBJECT: Record<Who, string> = {
   prodWriter: 'svc:prod-writer',
   denied: 'svc:denied',
   nobody: 'svc:nobody',
+  teamC: 'svc:team-c',
+  readerSecret: 'svc:reader-secret',
+  historyOutputs: 'svc:history-outputs',
+  restorer: 'svc:restorer',
+  restorerNoWrite: 'svc:restorer-no-write',
 };
 
 interface Identity {
@@ -707,6 +722,10 @@ describe('RBAC matrix: every door × every action × allowed/denied', () => {
     ])
       await seed(u);
     await seed('team/restorable', 'default', 2);
+    await seed('team/restorable-2', 'default', 2);
+    await seed('team/secret', 'default', 1); // a second version
+    await seed('team-c/app', 'default');
+    await seed('team-c/app', 'prod');
     await seed('app/prod', 'default');
     await seed('app/prod', 'prod');
     await seed('shared/net', 'default', 1, SIMPLE);
@@ -764,6 +783,35 @@ describe('RBAC matrix: every door × every action × allowed/denied', () => {
     await assign('outputs-sens-net', 'outputsSens');
     await assign('prod-writer', 'prodWriter');
     await assign('team-but-secret', 'denied');
+
+    const teamC = ['unit.read', 'unit.write', 'unit.delete', 'unit.purge'];
+    await permission('team-c', [
+      { effect: 'allow', actions: teamC, resources: ['team-c/**'] },
+      { effect: 'deny', actions: teamC, resources: ['team-c/app'], workspaces: ['prod'] },
+    ]);
+    await assign('team-c', 'teamC');
+    await assign('reader', 'readerSecret');
+    await permission('no-secret', [
+      { effect: 'deny', actions: ['unit.read'], resources: ['team/secret'] },
+    ]);
+    await assign('no-secret', 'readerSecret');
+    await permission('history-outputs', [
+      { effect: 'allow', actions: ['outputs.read', 'version.read'], resources: ['shared/net'] },
+    ]);
+    await assign('history-outputs', 'historyOutputs');
+    await permission('restorer', [
+      { effect: 'allow', actions: ['version.restore'], resources: ['team/**'] },
+    ]);
+    await assign('restorer', 'restorer');
+    await permission('restorer-no-write', [
+      {
+        effect: 'allow',
+        actions: ['version.restore', 'unit.read', 'unit.write'],
+        resources: ['team/**'],
+      },
+      { effect: 'deny', actions: ['unit.write'], resources: ['team/secret'] },
+    ]);
+    await assign('restorer-no-write', 'restorerNoWrite');
 
     // Locks held for the whole file: team/locked by svc:locker, hidden/vault by bootstrap-admin.
     const held = await send(
@@ -1185,6 +1233,137 @@ describe('RBAC matrix: every door × every action × allowed/denied', () => {
       });
       expect(r.status).toBe(201);
     });
+  });
+
+  describe('a deny scoped to one workspace covers the unit-wide actions (svc:team-c, team-c/app, prod)', () => {
+    const APP = 'team-c/app';
+
+    it('deleting the prod state is 403, and so is deleting the whole unit: Terraform still finds prod', async () => {
+      const before = [await snapshot(APP, 'prod'), await snapshot(APP, 'default')];
+      expectForbidden('api', 'DELETE', await OPS['api DELETE state'].run(ids.teamC, APP, 'prod'));
+      const r = await OPS['api DELETE unit'].run(ids.teamC, APP, 'default');
+      expectForbidden('api', 'DELETE', r);
+      expect(r.text).not.toContain('prod');
+      expect([await snapshot(APP, 'prod'), await snapshot(APP, 'default')]).toEqual(before);
+      // prod is still there for its readers: never the 404 that means "no state"
+      expect((await OPS['http GET'].run(ids.admin, APP, 'prod')).status).toBe(200);
+    });
+
+    it('undeleting or purging the unit is 403 too, once an admin deleted it', async () => {
+      expect((await OPS['api DELETE unit'].run(ids.admin, APP, 'default')).status).toBe(204);
+      const before = await snapshot(APP, 'prod');
+      expectForbidden('api', 'POST', await OPS['api undelete'].run(ids.teamC, APP, 'default'));
+      expectForbidden('api', 'POST', await OPS['api purge'].run(ids.teamC, APP, 'default'));
+      expect(await snapshot(APP, 'prod')).toEqual(before);
+      expect((await OPS['api undelete'].run(ids.admin, APP, 'default')).status).toBe(204);
+      expect((await OPS['http GET'].run(ids.admin, APP, 'prod')).status).toBe(200);
+    });
+
+    it('GET /v1/units/{name} and /workspaces show neither prod nor its serial, size, time or lock', async () => {
+      const all = await api(root(), 'GET', `/v1/units/${enc(APP)}`);
+      expect(
+        (all.json().workspaces as { workspace: string }[]).map((w) => w.workspace).sort(),
+      ).toEqual(['default', 'prod']);
+      const one = await api(ids.teamC.token, 'GET', `/v1/units/${enc(APP)}`);
+      expect(one.status).toBe(200);
+      expect((one.json().workspaces as { workspace: string }[]).map((w) => w.workspace)).toEqual([
+        'default',
+      ]);
+      expect(one.text).not.toContain('prod');
+      const ws = await api(ids.teamC.token, 'GET', `/v1/units/${enc(APP)}/workspaces`);
+      expect(ws.status).toBe(200);
+      expect((JSON.parse(ws.text) as { workspace: string }[]).map((w) => w.workspace)).toEqual([
+        'default',
+      ]);
+    });
+  });
+
+  describe('every read path of current and old versions, and restore, against the same rules', () => {
+    /**
+     * What a request answered: 403, 404, the stored state ("full"), an outputs-only state, or
+     * 200 without a state in the body ("ok": HEAD, the version list, the outputs).
+     */
+    type Outcome = 403 | 404 | 'full' | 'outputs' | 'ok';
+    const READ_PATHS: OpName[] = [
+      'http GET',
+      'http HEAD',
+      's3 GetObject',
+      's3 HeadObject',
+      'api GET state',
+      'api GET outputs',
+      'api versions',
+      'api version 1',
+    ];
+
+    async function outcome(op: OpName, who: Who, unit: string): Promise<Outcome> {
+      const r = await OPS[op].run(ids[who], unit, 'default');
+      if (r.status === 403 || r.status === 404) {
+        expectForbiddenOrMissing(op, r);
+        return r.status;
+      }
+      expect({ op, status: r.status }).toEqual({ op, status: 200 });
+      if (methodOf(op) === 'HEAD' || op === 'api versions' || op === 'api GET outputs') {
+        return 'ok';
+      }
+      const state = JSON.parse(r.text) as { resources: unknown[] };
+      return state.resources.length === 0 ? 'outputs' : 'full';
+    }
+
+    function expectForbiddenOrMissing(op: OpName, r: Reply): void {
+      if (r.status === 403) expectForbidden(OPS[op].door, methodOf(op), r);
+    }
+
+    /** The answers of READ_PATHS, in order. */
+    const MATRIX: [Who, string, Outcome[]][] = [
+      // the reader role plus an explicit deny of unit.read: nothing, old versions included
+      ['readerSecret', 'team/secret', [403, 403, 403, 403, 403, 403, 403, 403]],
+      ['readerSecret', 'team/app', ['full', 'ok', 'full', 'ok', 'full', 'ok', 'ok', 'full']],
+      // outputs.read + version.read: an outputs-only state of the current and of an old version
+      [
+        'historyOutputs',
+        'shared/net',
+        ['outputs', 'ok', 'outputs', 'ok', 403, 'ok', 'ok', 'outputs'],
+      ],
+      // version.restore alone reads nothing
+      ['restorer', 'team/restorable-2', [403, 403, 403, 403, 403, 403, 403, 403]],
+    ];
+
+    it.each(MATRIX)('%s on %s', async (who, unit, expected) => {
+      const got: Outcome[] = [];
+      for (const op of READ_PATHS) got.push(await outcome(op, who, unit));
+      expect(Object.fromEntries(READ_PATHS.map((op, i) => [op, got[i]]))).toEqual(
+        Object.fromEntries(READ_PATHS.map((op, i) => [op, expected[i]])),
+      );
+    });
+
+    it('an old version served outputs-only is the same state the doors serve for it', async () => {
+      // shared/net has one version: /versions/1 and the current state are the same outputs
+      const door = await OPS['http GET'].run(ids.historyOutputs, 'shared/net', 'default');
+      const old = await OPS['api version 1'].run(ids.historyOutputs, 'shared/net', 'default');
+      expect(old.body.equals(door.body)).toBe(true);
+      expect(old.text).not.toContain(SIMPLE_SECRET);
+      expect(old.headers['content-md5']).toBe(door.headers['content-md5']);
+    });
+
+    it.each([
+      ['version.restore alone', 'restorer', 'team/restorable-2', 403],
+      ['an explicit unit.write deny', 'restorerNoWrite', 'team/secret', 403],
+      ['the reader role (no version.restore)', 'readerSecret', 'team/app', 403],
+      ['version.restore + unit.read + unit.write', 'restorerNoWrite', 'team/restorable-2', 200],
+    ] as [string, Who, string, number][])(
+      'restore with %s (%s on %s) → %d',
+      async (_label, who, unit, status) => {
+        const before = await snapshot(unit, 'default');
+        const r = await OPS['api restore 1'].run(ids[who], unit, 'default');
+        if (status === 403) {
+          expectForbidden('api', 'POST', r);
+          expect(await snapshot(unit, 'default')).toEqual(before);
+          return;
+        }
+        expect(r.status).toBe(200);
+        expect(JSON.parse(r.text)).toMatchObject({ created: true, version: { restoredFrom: 1 } });
+      },
+    );
   });
 
   describe('listings show only what the caller may see', () => {

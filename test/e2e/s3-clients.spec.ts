@@ -36,6 +36,8 @@ import { createHash, createHmac, Hash, Hmac, randomUUID } from 'node:crypto';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { ACTIONS } from '../../src/rbac/actions';
+import { ADMIN_ONLY } from '../../src/rbac/authorization.service';
 import { freshServerEnv, ON_POSTGRES } from '../support/database';
 import { CLI, FIXTURES } from '../support/paths';
 import { NODE, RunningServer, spawnServer } from '../support/server';
@@ -203,6 +205,15 @@ async function apiToken(subject: string): Promise<string> {
   return ((await res.json()) as { token: string }).token;
 }
 
+async function rbac(path: string, body: unknown): Promise<void> {
+  const res = await api(path, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+  expect(res.status).toBe(201);
+}
+
 async function issueCreds(bearer: string): Promise<Creds> {
   const res = await api('/v1/auth/issue-s3-creds', { method: 'POST' }, bearer);
   expect(res.status).toBe(200);
@@ -294,11 +305,29 @@ beforeAll(async () => {
   // One hour: botocore re-runs credential_process for credentials with < 15 minutes left.
   server = await spawnServer({ ...fresh.env, STATEHOUSE_STS_TTL: '1h' });
 
+  // bootstrap-admin mints no S3 credentials, so the admin of the S3 door is a service principal:
+  // RBAC is initialised with svc:s3-admin as admin, and the others get what every principal may
+  // do before that (everything but purge, force-unlock and administration).
+  await rbac('/v1/rbac/init', { admin: { subject: 'svc:s3-admin' } });
+  await rbac('/v1/rbac/permissions', {
+    name: 'clients',
+    rules: [
+      {
+        effect: 'allow',
+        actions: ACTIONS.filter((a) => !ADMIN_ONLY.has(a)),
+        resources: ['**'],
+      },
+    ],
+  });
+  await rbac('/v1/rbac/roles', { name: 'clients', permissions: ['clients'] });
+  for (const subject of ['svc:main', 'svc:other']) {
+    await rbac('/v1/rbac/assignments', { role: 'clients', subject });
+  }
   mainToken = await apiToken('svc:main');
   const otherToken = await apiToken('svc:other');
   main = await issueCreds(mainToken);
   other = await issueCreds(otherToken);
-  admin = await issueCreds(server.token);
+  admin = await issueCreds(await apiToken('svc:s3-admin'));
   s3 = client(main);
   s3Other = client(other);
   s3Admin = client(admin);
@@ -1017,7 +1046,7 @@ describe('@aws-sdk/client-s3', () => {
       expect(await stateBody(unit)).toEqual(v2);
     });
 
-    it('DeleteObject of the lock by another principal is a force-unlock: refused for now (403), audited', async () => {
+    it('DeleteObject of the lock by another principal is a force-unlock: refused without the right (403), audited', async () => {
       expect(
         await sdkError(s3Other.send(new DeleteObjectCommand({ Bucket: BUCKET, Key: lockKey }))),
       ).toMatchObject({ name: 'AccessDenied', status: 403 });
@@ -1031,7 +1060,7 @@ describe('@aws-sdk/client-s3', () => {
       );
     });
 
-    it('DeleteObject of the lock by bootstrap-admin force-unlocks it (204), audited with the holder', async () => {
+    it('DeleteObject of the lock by an admin force-unlocks it (204), audited with the holder', async () => {
       const del = await s3Admin.send(new DeleteObjectCommand({ Bucket: BUCKET, Key: lockKey }));
       expect(del.$metadata.httpStatusCode).toBe(204);
       expect(
@@ -1041,7 +1070,7 @@ describe('@aws-sdk/client-s3', () => {
         (a) =>
           a.type === 'lock.force_unlock' &&
           a.outcome === 'success' &&
-          a.actor === 'bootstrap-admin' &&
+          a.actor === 'svc:s3-admin' &&
           a.unit === unit,
       );
       expect(event).toMatchObject({ door: 's3', workspace: 'default' });

@@ -5,7 +5,8 @@ import { join, resolve } from 'node:path';
 export const ROOT = resolve(__dirname, '../..');
 export const ARTIFACTS = join(ROOT, '.test-artifacts');
 export const CLI = join(ROOT, 'dist', 'src', 'cli', 'main.js');
-export const FIXTURES = resolve(ROOT, '../shared/fixtures/terraform-1.11');
+/** State files written by the real terraform (`npm run fixtures`; see the README there). */
+export const FIXTURES = join(ROOT, 'test', 'fixtures', 'terraform-1.11');
 
 /** A PGlite data dir with every migration applied, keyed by the migrations' content. */
 export function pgliteTemplateDir(): string {

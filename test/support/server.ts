@@ -1,4 +1,5 @@
 import { ChildProcess, spawn } from 'node:child_process';
+import { delimiter, dirname } from 'node:path';
 import { CLI, TEST_TOKEN } from './paths';
 
 export interface RunningServer {
@@ -20,6 +21,20 @@ export interface RunningServer {
 export const NODE = process.env.STATEHOUSE_TEST_NODE ?? process.execPath;
 
 /**
+ * The environment for a child process: the test's own without the server's settings
+ * (STATEHOUSE_*, DATABASE_URL), with the Node under test first on the PATH (for `node` run by
+ * npm scripts and `#!/usr/bin/env node`).
+ */
+export function childEnv(): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const [k, v] of Object.entries(process.env)) {
+    if (v !== undefined && !k.startsWith('STATEHOUSE_') && k !== 'DATABASE_URL') env[k] = v;
+  }
+  env.PATH = `${dirname(NODE)}${delimiter}${env.PATH ?? ''}`;
+  return env;
+}
+
+/**
  * Starts `statehouse serve` in its own process on a free port and waits until /readyz answers.
  * `env` is added to a minimal environment (no inherited STATEHOUSE_ settings).
  */
@@ -27,13 +42,9 @@ export async function spawnServer(
   env: Record<string, string>,
   options: { waitReady?: boolean; timeoutMs?: number } = {},
 ): Promise<RunningServer> {
-  const baseEnv: Record<string, string> = {};
-  for (const [k, v] of Object.entries(process.env)) {
-    if (v !== undefined && !k.startsWith('STATEHOUSE_') && k !== 'DATABASE_URL') baseEnv[k] = v;
-  }
   const proc = spawn(NODE, [CLI, 'serve'], {
     env: {
-      ...baseEnv,
+      ...childEnv(),
       NODE_ENV: 'production',
       PORT: '0',
       STATEHOUSE_HOST: '127.0.0.1',
@@ -95,12 +106,8 @@ export async function runCli(
   args: string[],
   env: Record<string, string>,
 ): Promise<{ code: number | null; output: string }> {
-  const baseEnv: Record<string, string> = {};
-  for (const [k, v] of Object.entries(process.env)) {
-    if (v !== undefined && !k.startsWith('STATEHOUSE_') && k !== 'DATABASE_URL') baseEnv[k] = v;
-  }
   const proc = spawn(NODE, [CLI, ...args], {
-    env: { ...baseEnv, NODE_ENV: 'production', ...env },
+    env: { ...childEnv(), NODE_ENV: 'production', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';

@@ -7,12 +7,14 @@ import { DataSource } from 'typeorm';
 import { AuditService } from '../../src/audit/audit.service';
 import { SecurityEvent } from '../../src/audit/security-event';
 import { Principal } from '../../src/auth/principal';
+import { DomainError } from '../../src/common/errors';
 import { AppConfig, loadConfig } from '../../src/config/config';
 import { LockRepository } from '../../src/locks/lock.repository';
 import { LocksService } from '../../src/locks/locks.service';
 import { AuthorizationService } from '../../src/rbac/authorization.service';
 import { RbacCache } from '../../src/rbac/rbac-cache';
 import { RbacRepository } from '../../src/rbac/rbac.repository';
+import { RbacService } from '../../src/rbac/rbac.service';
 import { StateRepository } from '../../src/state/state.repository';
 import { StateService } from '../../src/state/state.service';
 import { InspectionBudget } from '../../src/state/inspection-budget';
@@ -56,6 +58,9 @@ export interface Services {
   locks: LocksService;
   audit: RecordingAudit;
   blobs: BlobStore;
+  authz: AuthorizationService;
+  /** Rules for the tests that need them (sharing the decisions' cache, as in the app). */
+  rbac: RbacService;
 }
 
 /** The state and lock services wired by hand over a real database, for db-tier tests. */
@@ -72,7 +77,9 @@ export function buildServices(
   });
   const repo = new StateRepository(ds);
   const audit = new RecordingAudit();
-  const authz = new AuthorizationService(new RbacRepository(ds), new RbacCache(config), audit);
+  const rbacRepo = new RbacRepository(ds);
+  const cache = new RbacCache(config);
+  const authz = new AuthorizationService(rbacRepo, cache, audit);
   const digester = OutputDigester.withKey(Buffer.alloc(32, 7));
   const states = new StateService(
     repo,
@@ -85,7 +92,8 @@ export function buildServices(
     new InspectionBudget(config),
   );
   const locks = new LocksService(new LockRepository(ds), states, authz, audit);
-  return { config, repo, states, locks, audit, blobs };
+  const rbac = new RbacService(rbacRepo, authz, cache, audit);
+  return { config, repo, states, locks, audit, blobs, authz, rbac };
 }
 
 /** A Terraform v4 state body (pretty-printed like Terraform writes it). */
@@ -116,6 +124,17 @@ export function tfState(
 
 export function body(text: string | Buffer): Readable {
   return Readable.from([Buffer.isBuffer(text) ? text : Buffer.from(text)]);
+}
+
+/** The DomainError a promise rejects with; fails the test when it resolves. */
+export async function failure(p: Promise<unknown>): Promise<DomainError> {
+  try {
+    await p;
+  } catch (e) {
+    if (e instanceof DomainError) return e;
+    throw e;
+  }
+  throw new Error('expected a DomainError, got success');
 }
 
 export async function readAll(stream: Readable): Promise<Buffer> {

@@ -8,7 +8,7 @@
  *           backend = "s3" reading platform/network from the same server; output vpc_id from it
  *
  * The credentials are short-lived S3 credentials printed by `statehouse creds --json` (the real
- * CLI, with the bootstrap token as STATEHOUSE_TOKEN) and handed to Terraform as
+ * CLI, with an API token of svc:terraform as STATEHOUSE_TOKEN) and handed to Terraform as
  * AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN: no secret is in the HCL.
  *
  * The steps run in order and build on each other:
@@ -362,9 +362,15 @@ describe('the dependency graph with real terraform (README worked example)', () 
     cleanup = fresh.cleanup;
     server = await spawnServer({ ...fresh.env, STATEHOUSE_STS_TTL: '1h' });
 
-    // Short-lived S3 credentials, exactly as a user gets them: `statehouse creds --json`.
+    // Short-lived S3 credentials, exactly as a pipeline gets them: `statehouse creds --json`
+    // with its API token (bootstrap-admin mints none).
+    const created = await api('/v1/auth/tokens', {
+      method: 'POST',
+      body: { name: 'terraform', subject: 'svc:terraform' },
+    });
+    expect(created.status).toBe(201);
     const issued = await runCli(['creds', '--json', '--server', server.url], {
-      STATEHOUSE_TOKEN: server.token,
+      STATEHOUSE_TOKEN: (JSON.parse(created.text) as { token: string }).token,
       HOME: home,
       XDG_CONFIG_HOME: join(home, 'xdg'),
     });

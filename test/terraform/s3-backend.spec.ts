@@ -2,7 +2,8 @@
  * Real Terraform (the `terraform` binary on the PATH, 1.11.x) against the real Statehouse
  * server through Terraform's built-in `backend "s3"` pointed at the `/s3` door, with the
  * credentials Terraform's AWS SDK obtains itself from an AWS profile whose `credential_process`
- * is `statehouse creds --json --server <url>` (STATEHOUSE_TOKEN = the bootstrap token):
+ * is `statehouse creds --json --server <url>` (STATEHOUSE_TOKEN = an API token of svc:terraform,
+ * the RBAC admin):
  *
  *   backend "s3" { bucket = "tfstate", key = "<unit>/terraform.tfstate", region = "us-east-1",
  *                  endpoints = { s3 = "<server>/s3" }, use_path_style = true, use_lockfile = true,
@@ -13,7 +14,7 @@
  * The same steps run twice, in two describes with a server each: over plain http, and over
  * https (a CA and a server certificate for 127.0.0.1 made with `openssl`), where Terraform's
  * default checksum settings make it send aws-chunked bodies with a trailing
- * `x-amz-checksum-sha256` (see ../shared/TERRAFORM-WIRE.md). Within a describe the steps run in
+ * `x-amz-checksum-sha256` (the body test/unit/aws-chunked.spec.ts decodes). Within a describe the steps run in
  * order and build on each other:
  *   1. `init`; `plan` (1 to add, nothing stored); `apply` → version 1 (serial 1, door `s3`);
  *      a second `apply` → version 2; `state list`; `state pull` equal to the stored bytes;
@@ -564,6 +565,22 @@ function s3BackendSuite(scheme: 'http' | 'https'): void {
         await new Promise((res) => setTimeout(res, 50));
       }
 
+      // bootstrap-admin mints no S3 credentials: Terraform runs with the API token of svc:terraform,
+      // made admin (terraform force-unlock of a lock left by someone else needs that right).
+      const init = await api('/v1/rbac/init', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ admin: { subject: 'svc:terraform' } }),
+      });
+      expect(init.status).toBe(201);
+      const created = await api('/v1/auth/tokens', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ name: 'terraform', subject: 'svc:terraform' }),
+      });
+      expect(created.status).toBe(201);
+      const pipelineToken = (JSON.parse(created.body.toString()) as { token: string }).token;
+
       const cliConfig = join(scratch, 'terraformrc');
       writeFileSync(cliConfig, '');
       const credentials = join(scratch, 'aws-credentials');
@@ -589,9 +606,9 @@ function s3BackendSuite(scheme: 'http' | 'https'): void {
         AWS_SHARED_CREDENTIALS_FILE: credentials,
         AWS_EC2_METADATA_DISABLED: 'true',
         // For `statehouse creds` (run by Terraform's SDK as credential_process).
-        STATEHOUSE_TOKEN: server.token,
+        STATEHOUSE_TOKEN: pipelineToken,
         // For the http backend of the migration test.
-        TF_HTTP_PASSWORD: server.token,
+        TF_HTTP_PASSWORD: pipelineToken,
         // The creds CLI (Node) trusts the test CA through this; Terraform through its config.
         ...(caFile ? { NODE_EXTRA_CA_CERTS: caFile } : {}),
       };

@@ -161,6 +161,29 @@ describe('loadConfig problem reporting', () => {
     expect(configError({ STATEHOUSE_LOG_LEVEL: 'loud' }).message).toContain('STATEHOUSE_LOG_LEVEL');
   });
 
+  it('reads the log format (auto by default; json, text) and refuses others', () => {
+    expect(loadConfig({}).logFormat).toBe('auto');
+    expect(loadConfig({ STATEHOUSE_LOG_FORMAT: 'JSON' }).logFormat).toBe('json');
+    expect(loadConfig({ STATEHOUSE_LOG_FORMAT: 'text' }).logFormat).toBe('text');
+    expect(configError({ STATEHOUSE_LOG_FORMAT: 'pretty' }).problems).toEqual([
+      'STATEHOUSE_LOG_FORMAT must be one of auto, json, text (got "pretty")',
+    ]);
+  });
+
+  it('turns colours off when NO_COLOR is set to anything', () => {
+    expect(loadConfig({}).logColor).toBe(true);
+    expect(loadConfig({ NO_COLOR: '' }).logColor).toBe(true);
+    expect(loadConfig({ NO_COLOR: '1' }).logColor).toBe(false);
+  });
+
+  it('gives requests in flight 25 s to finish on a signal unless STATEHOUSE_SHUTDOWN_TIMEOUT says otherwise', () => {
+    expect(loadConfig({}).shutdownTimeoutSeconds).toBe(25);
+    expect(loadConfig({ STATEHOUSE_SHUTDOWN_TIMEOUT: '2m' }).shutdownTimeoutSeconds).toBe(120);
+    expect(configError({ STATEHOUSE_SHUTDOWN_TIMEOUT: '0' }).message).toContain(
+      'STATEHOUSE_SHUTDOWN_TIMEOUT',
+    );
+  });
+
   it('refuses a public URL that is not http(s)', () => {
     expect(configError({ STATEHOUSE_PUBLIC_URL: 'ftp://state.example.com' }).message).toContain(
       'STATEHOUSE_PUBLIC_URL',

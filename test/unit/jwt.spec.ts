@@ -12,6 +12,11 @@ import {
   verifySessionToken,
   verifyStatehouseJwt,
 } from '../../src/auth/tokens/jwt';
+import {
+  derivedExpiry,
+  formatParent,
+  parseParent,
+} from '../../src/auth/revocation/credential-parent';
 
 const ISSUER = 'https://statehouse.example.test';
 const KID = 'key-2026-a';
@@ -53,8 +58,9 @@ async function token(spec: Spec = {}): Promise<string> {
     .sign(spec.key ?? privateKey);
 }
 
+const PARENT = 'api_token:00000000-0000-4000-8000-000000000001';
 const sessionToken = (spec: Spec = {}): Promise<string> =>
-  token({ aud: ['s3'], ...spec, claims: { sid: SID, ...spec.claims } });
+  token({ aud: ['s3'], ...spec, claims: { sid: SID, parent: PARENT, ...spec.claims } });
 
 /** The refusal of a verification that must fail. */
 async function refusal(p: Promise<unknown>): Promise<TokenRejected> {
@@ -283,7 +289,24 @@ describe('verifyStatehouseJwt refuses', () => {
 describe('verifySessionToken', () => {
   it('accepts an s3-only token whose sid is the access key’s session id', async () => {
     const claims = await verifySession(await sessionToken({ claims: { email: 'a@x.test' } }));
-    expect(claims).toMatchObject({ sub: 'user:alice', aud: ['s3'], sid: SID, email: 'a@x.test' });
+    expect(claims).toMatchObject({
+      sub: 'user:alice',
+      aud: ['s3'],
+      sid: SID,
+      email: 'a@x.test',
+      parent: { kind: 'api_token', id: '00000000-0000-4000-8000-000000000001' },
+    });
+  });
+
+  it.each([
+    ['absent', undefined],
+    ['of an unknown kind', 'bootstrap:00000000-0000-4000-8000-000000000001'],
+    ['not naming a uuid', "api_token:1' OR '1'='1"],
+    ['not a string', { kind: 'api_token' }],
+  ])('refuses a session token whose parent credential is %s (missing_claim)', async (_, parent) => {
+    const presented = await sessionToken({ claims: { parent } });
+    const e = await expectRefused(verifySession(presented), presented, 'missing_claim');
+    expect(e.message).toMatch(/\(parent\)/);
   });
 
   it('refuses a session token issued with other credentials (session_mismatch)', async () => {
@@ -337,5 +360,30 @@ describe('verifySessionToken', () => {
       jti: 'x',
     })}.`;
     await expectRefused(verifySession(none), none, 'bad_algorithm');
+  });
+});
+
+describe('credential parents and derived expiry', () => {
+  it('a parent claim round-trips; anything else is no parent', () => {
+    const id = '0f8fad5b-d9cb-469f-a165-70867728950e';
+    for (const kind of ['api_token', 'refresh_family'] as const) {
+      expect(parseParent(formatParent({ kind, id }))).toEqual({ kind, id });
+    }
+    for (const bad of [
+      undefined,
+      42,
+      '',
+      `svc:${id}`,
+      `api_token:${id.toUpperCase()}`,
+      'api_token:',
+    ]) {
+      expect(parseParent(bad)).toBeUndefined();
+    }
+  });
+
+  it('a derived credential expires after its own lifetime or with its parent, whichever is first', () => {
+    expect(derivedExpiry(1000, 900)).toBe(1900);
+    expect(derivedExpiry(1000, 900, 5000)).toBe(1900);
+    expect(derivedExpiry(1000, 900, 1120)).toBe(1120);
   });
 });

@@ -1,5 +1,13 @@
 import fc from 'fast-check';
-import { compileGlob, compileRule, decide, globProblem, Rule } from '../../src/rbac/policy';
+import {
+  compileGlob,
+  compileRule,
+  decide,
+  decideUnitWide,
+  globProblem,
+  Rule,
+  UNIT_WIDE_OPERATIONS,
+} from '../../src/rbac/policy';
 
 const rules = (...rs: Omit<Rule, 'id'>[]) => rs.map((r, i) => compileRule({ id: `r${i}`, ...r }));
 
@@ -105,5 +113,100 @@ describe('decisions', () => {
     const rs = rules({ effect: 'allow', actions: ['outputs.read'], resources: ['shared/network'] });
     expect(decide(rs, 'outputs.read', { unit: 'shared/network' }).allowed).toBe(true);
     expect(decide(rs, 'unit.read', { unit: 'shared/network' }).allowed).toBe(false);
+  });
+});
+
+describe('unit-wide actions (deleting, undeleting or purging a whole unit)', () => {
+  const UNIT = 'team-c/app';
+  const WORKSPACES = ['default', 'prod', 'staging'];
+  const operations = Object.entries(UNIT_WIDE_OPERATIONS);
+
+  it('covers delete, undelete and purge of a unit', () => {
+    expect(UNIT_WIDE_OPERATIONS).toEqual({
+      'delete a unit': 'unit.delete',
+      'undelete a unit': 'unit.delete',
+      'purge a unit': 'unit.purge',
+    });
+  });
+
+  describe.each(operations)('%s (%s)', (_operation, action) => {
+    it('is allowed by a unit-level allow with no deny in any workspace', () => {
+      const rs = rules({ effect: 'allow', actions: [action], resources: ['team-c/**'] });
+      const d = decideUnitWide(rs, action, UNIT, WORKSPACES);
+      expect(d).toMatchObject({ allowed: true, rule: { id: 'r0' } });
+      expect(d.workspace).toBeUndefined();
+    });
+
+    it('is refused by a deny scoped to one workspace, naming that workspace and the deny', () => {
+      const rs = rules(
+        { effect: 'allow', actions: [action], resources: ['team-c/**'] },
+        { effect: 'deny', actions: [action], resources: [UNIT], workspaces: ['prod'] },
+      );
+      // the workspace-scoped decisions are unchanged: only prod is denied
+      expect(decide(rs, action, { unit: UNIT, workspace: 'staging' }).allowed).toBe(true);
+      expect(decide(rs, action, { unit: UNIT, workspace: 'prod' }).allowed).toBe(false);
+      expect(decideUnitWide(rs, action, UNIT, WORKSPACES)).toMatchObject({
+        allowed: false,
+        rule: { id: 'r1', effect: 'deny' },
+        workspace: 'prod',
+      });
+    });
+
+    it('is refused by a workspace deny given as a glob', () => {
+      const rs = rules(
+        { effect: 'allow', actions: [action], resources: ['**'] },
+        { effect: 'deny', actions: [action], resources: ['team-c/*'], workspaces: ['pr*'] },
+      );
+      expect(decideUnitWide(rs, action, UNIT, WORKSPACES)).toMatchObject({
+        allowed: false,
+        workspace: 'prod',
+      });
+      expect(decideUnitWide(rs, action, UNIT, ['default', 'staging']).allowed).toBe(true);
+    });
+
+    it('counts every workspace it is given (the caller passes the soft-deleted ones too)', () => {
+      const rs = rules(
+        { effect: 'allow', actions: [action], resources: ['**'] },
+        { effect: 'deny', actions: [action], resources: [UNIT], workspaces: ['old'] },
+      );
+      expect(decideUnitWide(rs, action, UNIT, ['default']).allowed).toBe(true);
+      expect(decideUnitWide(rs, action, UNIT, ['default', 'old'])).toMatchObject({
+        allowed: false,
+        workspace: 'old',
+      });
+    });
+
+    it('is not granted by an allow limited to workspaces, even one that lists them all', () => {
+      const rs = rules({
+        effect: 'allow',
+        actions: [action],
+        resources: ['team-c/**'],
+        workspaces: ['*'],
+      });
+      expect(decide(rs, action, { unit: UNIT, workspace: 'prod' }).allowed).toBe(true);
+      const d = decideUnitWide(rs, action, UNIT, WORKSPACES);
+      expect(d).toEqual({ allowed: false });
+    });
+
+    it('is refused by a unit-level deny, and without any allow, before any workspace counts', () => {
+      const denied = rules(
+        { effect: 'allow', actions: [action], resources: ['**'] },
+        { effect: 'deny', actions: [action], resources: [UNIT] },
+      );
+      expect(decideUnitWide(denied, action, UNIT, [])).toMatchObject({
+        allowed: false,
+        rule: { id: 'r1' },
+      });
+      expect(decideUnitWide(denied, action, UNIT, []).workspace).toBeUndefined();
+      expect(decideUnitWide(rules(), action, UNIT, WORKSPACES)).toEqual({ allowed: false });
+    });
+
+    it('a deny of another action in a workspace does not stop it', () => {
+      const rs = rules(
+        { effect: 'allow', actions: [action], resources: ['**'] },
+        { effect: 'deny', actions: ['unit.read'], resources: [UNIT], workspaces: ['prod'] },
+      );
+      expect(decideUnitWide(rs, action, UNIT, WORKSPACES).allowed).toBe(true);
+    });
   });
 });

@@ -4,6 +4,10 @@ import { SignatureV4 } from '@smithy/signature-v4';
 import type { HttpRequest as SmithyRequest, SourceData } from '@smithy/types';
 import { AwsChunkedOptions, AwsChunkedParser, ChunkSigning } from '../../src/s3compat/aws-chunked';
 import { integrityFromHeaders } from '../../src/s3compat/checksums';
+import {
+  parseCompleteMultipartXml,
+  RequestedPart,
+} from '../../src/s3compat/complete-multipart-xml';
 import { S3Error } from '../../src/s3compat/s3-errors';
 import {
   AwsChunkedEncoding,
@@ -650,5 +654,170 @@ describe('aws-chunked decoder under fuzzing', () => {
     );
     expect(decoded).toBeGreaterThan(0);
     expect(refused).toBeGreaterThan(RUNS / 2);
+  });
+});
+
+// --- CompleteMultipartUpload XML ------------------------------------------------------------
+
+const XML_CODES = new Set(['MalformedXML', 'InvalidPartOrder', 'EntityTooLarge']);
+
+function parseXml(doc: string): { parts?: RequestedPart[]; error?: S3Error } {
+  try {
+    return { parts: parseCompleteMultipartXml(Buffer.from(doc, 'utf8')) };
+  } catch (e) {
+    if (!(e instanceof S3Error)) throw e;
+    expect(XML_CODES.has(e.code)).toBe(true);
+    return { error: e };
+  }
+}
+
+/** Pieces of part lists and of the attacks on them (issue 9): unclosed tags, references, NUL. */
+const xmlFragment = fc.oneof(
+  fc.constantFrom(
+    '<CompleteMultipartUpload>',
+    '</CompleteMultipartUpload>',
+    '<Part>',
+    '</Part>',
+    '<PartNumber>',
+    '</PartNumber>',
+    '<ETag>',
+    '</ETag>',
+    '<Part/>',
+    '<!--',
+    '-->',
+    '<![CDATA[',
+    ']]>',
+    '<?xml version="1.0"?>',
+    '<!DOCTYPE a [<!ENTITY x "y">]>',
+    '&#34;',
+    '&quot;',
+    '&amp;',
+    '&#0;',
+    '&#xD800;',
+    '&bogus;',
+    '&',
+    '"',
+    '1',
+    '10000',
+    '10001',
+    ' ',
+    '\n',
+    '\u0000',
+    '\ud800',
+    '\udfff',
+    'ü',
+    '<',
+    '>',
+    '/',
+    ' xmlns="x"',
+    " a='<'",
+  ),
+  fc.string({ maxLength: 8 }),
+);
+
+/** A valid part list with random spelling: order of fields, quoting, white space, comments. */
+const validPartList = fc
+  .uniqueArray(fc.integer({ min: 1, max: 10_000 }), { minLength: 1, maxLength: 30 })
+  .chain((numbers) => {
+    const sorted = [...numbers].sort((a, b) => a - b);
+    return fc
+      .array(
+        fc.record({
+          md5: fc.uint8Array({ minLength: 16, maxLength: 16 }),
+          quote: fc.constantFrom('"', '&#34;', '&quot;', '&#x22;', ''),
+          upper: fc.boolean(),
+          etagFirst: fc.boolean(),
+          pad: fc.constantFrom('', ' ', '\n  ', '<!-- c -->'),
+          checksum: fc.boolean(),
+        }),
+        { minLength: sorted.length, maxLength: sorted.length },
+      )
+      .map((spellings) => {
+        const parts = sorted.map((n, i) => {
+          const s = spellings[i];
+          const hex = Buffer.from(s.md5).toString('hex');
+          const etag = `<ETag>${s.quote}${s.upper ? hex.toUpperCase() : hex}${s.quote}</ETag>`;
+          const number = `<PartNumber>${n}</PartNumber>`;
+          const sum = s.checksum ? '<ChecksumCRC32>AAAAAA==</ChecksumCRC32>' : '';
+          const fields = s.etagFirst ? [etag, sum, number] : [number, sum, etag];
+          return {
+            xml: `${s.pad}<Part>${s.pad}${fields.join(s.pad)}${s.pad}</Part>`,
+            expected: { partNumber: n, etag: hex },
+          };
+        });
+        return {
+          doc: `<?xml version="1.0" encoding="UTF-8"?><CompleteMultipartUpload xmlns="http://s3.amazonaws.com/doc/2006-03-01/">${parts.map((p) => p.xml).join('')}</CompleteMultipartUpload>`,
+          expected: parts.map((p) => p.expected),
+        };
+      });
+  });
+
+describe('CompleteMultipartUpload XML under fuzzing', () => {
+  it('random documents from part-list pieces: never throw anything but S3 errors', () => {
+    fc.assert(
+      fc.property(fc.array(xmlFragment, { maxLength: 40 }), (pieces) => {
+        const r = parseXml(pieces.join(''));
+        if (r.parts) {
+          expect(r.parts.length).toBeGreaterThan(0);
+          for (let i = 1; i < r.parts.length; i++)
+            expect(r.parts[i].partNumber).toBeGreaterThan(r.parts[i - 1].partNumber);
+        }
+      }),
+      { numRuns: RUNS },
+    );
+  });
+
+  it('valid part lists, whatever their spelling, read back exactly', () => {
+    fc.assert(
+      fc.property(validPartList, ({ doc, expected }) => {
+        expect(parseXml(doc)).toEqual({ parts: expected });
+      }),
+      { numRuns: Math.ceil(RUNS / 3) },
+    );
+  });
+
+  it('mutated valid lists are refused with S3 errors or read as some ascending part list', () => {
+    fc.assert(
+      fc.property(
+        validPartList,
+        fc.array(fc.tuple(fc.nat(), xmlFragment, fc.constantFrom('insert', 'replace', 'cut')), {
+          minLength: 1,
+          maxLength: 4,
+        }),
+        ({ doc }, mutations) => {
+          let s = doc;
+          for (const [at, piece, kind] of mutations) {
+            const i = at % (s.length + 1);
+            if (kind === 'insert') s = s.slice(0, i) + piece + s.slice(i);
+            else if (kind === 'replace') s = s.slice(0, i) + piece + s.slice(i + piece.length);
+            else s = s.slice(0, i);
+          }
+          const r = parseXml(s);
+          for (let i = 1; i < (r.parts?.length ?? 0); i++) {
+            const parts = r.parts as RequestedPart[];
+            expect(parts[i].partNumber).toBeGreaterThan(parts[i - 1].partNumber);
+          }
+        },
+      ),
+      { numRuns: RUNS },
+    );
+  });
+
+  it('huge counts and deep nesting are refused by the limits', () => {
+    fc.assert(
+      fc.property(
+        fc.constantFrom('<Part>', '<a>', '<Part><ETag>', '&', '<!--', '</'),
+        fc.integer({ min: 1_000, max: 60_000 }),
+        (unit, count) => {
+          const r = parseXml(`<CompleteMultipartUpload>${unit.repeat(count)}`);
+          expect(r.error?.code).toBe('MalformedXML');
+        },
+      ),
+      { numRuns: 50 },
+    );
+    const many = '<Part><PartNumber>1</PartNumber><ETag>"a"</ETag></Part>'.repeat(10_001);
+    expect(
+      parseXml(`<CompleteMultipartUpload>${many}</CompleteMultipartUpload>`).error?.message,
+    ).toMatch(/more than 10000 parts/);
   });
 });

@@ -89,7 +89,7 @@ describe('guardWrite', () => {
     type Expected = GuardDecision['kind'] | 'accept+lineage';
 
     /**
-     * The rules of ARCHITECTURE.md "Serial guard" written out as a table, keyed by how the
+     * The serial guard's rules (README, "What Statehouse promises") written out as a table, keyed by how the
      * incoming serial compares, whether the lineage is the same and whether the bytes are.
      */
     const TABLE: Record<`${Cmp}|${'same' | 'new'}-lineage|${'same' | 'other'}-bytes`, Expected> = {

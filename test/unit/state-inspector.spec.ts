@@ -20,8 +20,8 @@ import {
   StateInspector,
   StateOutput,
 } from '../../src/state/state-inspector';
+import { FIXTURES } from '../support/paths';
 
-const FIXTURES = path.resolve(__dirname, '../../../shared/fixtures/terraform-1.11');
 const fixtureNames = fs
   .readdirSync(FIXTURES)
   .filter((name) => name.endsWith('.tfstate'))
@@ -141,6 +141,39 @@ function expectedTerraform(doc: Record<string, unknown>): InspectedState {
     remoteStates: expectedRemoteStates(doc),
   };
 }
+
+/** True when a string (member names too, unless `values only`) anywhere in `value` passes `test`. */
+function holds(value: unknown, test: (s: string) => boolean, valuesOnly = false): boolean {
+  const pending = [value];
+  while (pending.length > 0) {
+    const v = pending.pop();
+    if (typeof v === 'string') {
+      if (test(v)) return true;
+    } else if (typeof v === 'object' && v !== null) {
+      for (const [k, child] of Object.entries(v)) {
+        if (!valuesOnly) pending.push(k);
+        pending.push(child);
+      }
+    }
+  }
+  return false;
+}
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+const hasLoneSurrogate = (s: string): boolean => LONE_SURROGATE.test(s);
+const hasNul = (s: string): boolean => s.includes('\u0000');
+
+/**
+ * True when Terraform could not have written the state JSON.parse reads as `doc`, so the
+ * inspector must refuse it: an unpaired surrogate anywhere, or a NUL in lineage,
+ * terraform_version, an output's name or a type name in its type (not its attribute names).
+ */
+function unwritable(doc: Record<string, unknown>): boolean {
+  if (holds(doc, hasLoneSurrogate)) return true;
+  if (holds(doc.lineage, hasNul) || holds(doc.terraform_version, hasNul)) return true;
+  const outputs = (doc.outputs ?? {}) as Record<string, Record<string, unknown>>;
+  return Object.entries(outputs).some(([name, o]) => hasNul(name) || holds(o.type, hasNul, true));
+}
+const UNWRITABLE = /^state (holds an unpaired UTF-16 surrogate|has a NUL character in)/;
 
 const chunkSizes = fc.array(
   fc.oneof(fc.integer({ min: 1, max: 7 }), fc.integer({ min: 64, max: 700 })),
@@ -405,9 +438,79 @@ describe('StateInspector', () => {
       expect(refusal(body).message).toMatch(/^body is not valid JSON \(unexpected byte 0xC3/);
     });
 
-    it('accepts escaped lone surrogates, as JSON.parse does', () => {
-      const body = tf('"outputs":{"x":{"value":"\\ud800 \\udfff"}}');
-      expect(inspect(body)).toEqual(expectedTerraform(JSON.parse(body) as Record<string, unknown>));
+    it('accepts escaped surrogate pairs, in either case of hex digit, split anywhere', () => {
+      const body = tf(
+        '"outputs":{"x":{"value":"\\ud83d\\ude00 \\uD83D\\uDE00"}},"resources":[{"\\udbff\\udfff":1}]',
+      );
+      const expected = expectedTerraform(JSON.parse(body) as Record<string, unknown>);
+      expect(inspect(body)).toEqual(expected);
+      expect(bytewise(body)).toEqual(expected);
+    });
+  });
+
+  describe('what Terraform cannot write and the database cannot store', () => {
+    const SURROGATE = /^state holds an unpaired UTF-16 surrogate escape \(near byte \d+\)/;
+
+    it.each([
+      ['a lone high surrogate at the end of a string', '"\\ud800"'],
+      ['a high surrogate followed by a plain character', '"\\ud800x"'],
+      ['a high surrogate followed by another escape', '"\\ud800\\n"'],
+      ['two high surrogates', '"\\ud800\\ud800"'],
+      ['a high surrogate followed by a non-surrogate escape', '"\\uDBFF\\u0041"'],
+      ['a lone low surrogate', '"\\udc00"'],
+      ['a low surrogate before a high one', '"\\udfff\\ud800"'],
+    ])('refuses %s anywhere in the state, in any chunking', (_what, str) => {
+      for (const body of [
+        tf(`"outputs":{"x":{"value":${str}}}`),
+        tf(`"resources":[{"instances":[{"attributes":{"tags":{${str}:"v"}}}]}]`),
+        tf(`${str}:1`),
+        tf(`"check_results":[[[${str}]]]`),
+      ]) {
+        expect(() => JSON.parse(body)).not.toThrow();
+        expect(refusal(body).message).toMatch(SURROGATE);
+        expect(outcome(body, [1, 2, 3, 5, 7])).toEqual({ error: refusal(body).message });
+      }
+    });
+
+    it('refuses an unpaired surrogate in an OpenTofu envelope too', () => {
+      const body = '{"encrypted_data":"\\ud800","encryption_version":"v0"}';
+      expect(refusal(body).message).toMatch(SURROGATE);
+    });
+
+    it.each([
+      ['lineage', tf().replace('"lin-1"', '"lin\\u0000-1"'), '"lineage"'],
+      ['terraform_version', tf().replace('"1.11.4"', '"1.11\\u0000"'), '"terraform_version"'],
+      ['an output name', tf('"outputs":{"a\\u0000b":{"value":1}}'), 'an output name'],
+      [
+        "a type name of an output's type",
+        tf('"outputs":{"a":{"value":{"k":1},"type":["object",{"k":"num\\u0000ber"}]}}'),
+        'a type name of an output\'s "type"',
+      ],
+    ])('refuses a NUL in %s, naming it', (_what, body, named) => {
+      expect(refusal(body).message).toBe(
+        `state has a NUL character in ${named}, which Terraform cannot write and the server cannot store`,
+      );
+    });
+
+    it('accepts a NUL inside values and in attribute names of a type (Terraform writes both)', () => {
+      const body = tf(
+        '"outputs":{"nul":{"value":"\\u0000","type":"string"},"map":{"value":{"k\\u0000":"a\\u0000b"},"type":["map","string"]},' +
+          // Terraform's type of `{ "k\0" = "v\0" }`: the key is an attribute name of the type.
+          '"obj":{"value":{"k\\u0000":"v\\u0000"},"type":["object",{"k\\u0000":"string"}]}},' +
+          '"resources":[{"mode":"managed","type":"terraform_data","name":"n","instances":[{"attributes":{"output":{"value":"\\u0000"}}}]}]',
+      );
+      const state = inspect(body);
+      expect(state).toEqual(expectedTerraform(JSON.parse(body) as Record<string, unknown>));
+      if (state.kind !== 'terraform') throw new Error('not a terraform state');
+      expect(state.outputs.nul.value).toBe('\u0000');
+      expect(state.outputs.map.value).toEqual({ 'k\u0000': 'a\u0000b' });
+    });
+
+    it('accepts a NUL in an OpenTofu envelope (nothing of it is stored as text)', () => {
+      expect(inspect('{"encrypted_data":"\\u0000","encryption_version":"v0"}')).toEqual({
+        kind: 'encrypted',
+        encryptionVersion: 'v0',
+      });
     });
   });
 
@@ -844,14 +947,162 @@ describe('StateInspector', () => {
       .tuple(stateDoc, fc.constantFrom(undefined, 2, '\t'))
       .map(([doc, indent]) => JSON.stringify(doc, null, indent));
 
-    it('any JSON wrapped as a v4 state reads as JSON.parse reads it, in any chunking', () => {
+    it('any JSON wrapped as a v4 state reads as JSON.parse reads it, in any chunking (unless Terraform could not write it)', () => {
       fc.assert(
         fc.property(stateText, chunkSizes, (text, sizes) => {
-          const expected = expectedTerraform(JSON.parse(text) as Record<string, unknown>);
+          const doc = JSON.parse(text) as Record<string, unknown>;
+          if (unwritable(doc)) {
+            const whole = outcome(text);
+            expect(whole).toEqual({ error: expect.stringMatching(UNWRITABLE) as string });
+            expect(outcome(text, sizes)).toEqual(whole);
+            return;
+          }
+          const expected = expectedTerraform(doc);
           expect(inspect(text, sizes)).toEqual(expected);
           expect(inspect(text)).toEqual(expected);
         }),
         { numRuns: 400 },
+      );
+    });
+
+    /** Every string of `value` (member names too) through `f`. */
+    function mapStrings(value: unknown, f: (s: string) => string): unknown {
+      if (typeof value === 'string') return f(value);
+      if (Array.isArray(value)) return value.map((v) => mapStrings(v, f));
+      if (typeof value !== 'object' || value === null) return value;
+      const out: Record<string, unknown> = {};
+      for (const [k, v] of Object.entries(value)) {
+        Object.defineProperty(out, f(k), {
+          value: mapStrings(v, f),
+          enumerable: true,
+          writable: true,
+          configurable: true,
+        });
+      }
+      return out;
+    }
+
+    it('a NUL anywhere in output values and resources is kept as JSON.parse reads it', () => {
+      const nulled = fc
+        .tuple(stateDoc, fc.nat({ max: 8 }))
+        .map(([doc, at]) => {
+          const addNul = (s: string): string =>
+            s.slice(0, at % (s.length + 1)) + '\u0000' + s.slice(at % (s.length + 1));
+          const outputs: Record<string, unknown> = {};
+          for (const [name, o] of Object.entries(doc.outputs ?? {})) {
+            outputs[name] = { ...o, value: mapStrings(o.value, addNul) };
+          }
+          return JSON.stringify({ ...doc, outputs, resources: mapStrings(doc.resources, addNul) });
+        })
+        .filter((text) => !unwritable(JSON.parse(text) as Record<string, unknown>));
+      fc.assert(
+        fc.property(nulled, chunkSizes, (text, sizes) => {
+          const expected = expectedTerraform(JSON.parse(text) as Record<string, unknown>);
+          expect(inspect(text, sizes)).toEqual(expected);
+        }),
+        { numRuns: 300 },
+      );
+    });
+
+    it('an unpaired surrogate escape put into any string of a state is refused, in any chunking', () => {
+      const surrogate = fc.oneof(
+        fc.integer({ min: 0xd800, max: 0xdbff }),
+        fc.integer({ min: 0xdc00, max: 0xdfff }),
+      );
+      const MARK = '\u0001\u0002mark\u0002\u0001';
+      const broken = fc
+        .tuple(
+          stateDoc.filter(
+            (d) => !unwritable(JSON.parse(JSON.stringify(d)) as Record<string, unknown>),
+          ),
+          fc.nat(),
+          surrogate,
+          fc.boolean(),
+        )
+        .map(([doc, at, unit, upper]) => {
+          // Into one of the strings (member names too): the n-th one met.
+          let count = 0;
+          mapStrings(doc, (str) => (count++, str));
+          const target = at % count;
+          let seen = 0;
+          const marked = mapStrings(doc, (str) => (seen++ === target ? str + MARK : str));
+          const hex = unit.toString(16);
+          const escape = `\\u${upper ? hex.toUpperCase() : hex}`;
+          // A high one followed by something other than a low escape; a low one alone.
+          return JSON.stringify(marked).replace(
+            JSON.stringify(MARK).slice(1, -1),
+            escape + (unit < 0xdc00 ? 'x' : ''),
+          );
+        });
+      fc.assert(
+        fc.property(broken, chunkSizes, (text, sizes) => {
+          expect(holds(JSON.parse(text), hasLoneSurrogate)).toBe(true);
+          const whole = outcome(text);
+          expect(whole).toEqual({
+            error: expect.stringMatching(/^state holds an unpaired UTF-16 surrogate/) as string,
+          });
+          expect(outcome(text, sizes)).toEqual(whole);
+        }),
+        { numRuns: 300 },
+      );
+    });
+
+    it('nesting around the depth limit, in outputs or resources, is accepted up to it and refused past it', () => {
+      fc.assert(
+        fc.property(
+          fc.integer({ min: MAX_NESTING_DEPTH - 3, max: MAX_NESTING_DEPTH + 3 }),
+          fc.constantFrom('outputs', 'resources'),
+          fc.constantFrom('[]', '{"k":}'),
+          chunkSizes,
+          (levels, where, shape, sizes) => {
+            // Root object, then "outputs" object and its member: two levels before the value.
+            const above = where === 'outputs' ? 3 : 1;
+            const inner = levels - above;
+            const [open, close] = shape === '[]' ? ['[', ']'] : ['{"k":', '}'];
+            const value = `${open.repeat(inner - 1)}${shape === '[]' ? '[]' : '{}'}${close.repeat(inner - 1)}`;
+            const body =
+              where === 'outputs'
+                ? tf(`"outputs":{"x":{"value":${value}}}`)
+                : tf(`"resources":${value}`);
+            const result = outcome(body, sizes);
+            if (levels <= MAX_NESTING_DEPTH) expect(result).toHaveProperty('state');
+            else
+              expect(result).toEqual({
+                error: expect.stringMatching(/deeper than 10000 levels/) as string,
+              });
+          },
+        ),
+        { numRuns: 40 },
+      );
+    });
+
+    it('huge counts of outputs, keys and array items (NULs and surrogate pairs among them) read as JSON.parse reads them', () => {
+      fc.assert(
+        fc.property(
+          fc.integer({ min: 1, max: 60_000 }),
+          fc.constantFrom('\u0000', '\ud83d\ude00', 'é', ''),
+          chunkSizes,
+          (count, extra, sizes) => {
+            const outputs: Record<string, unknown> = {};
+            for (let i = 0; i < Math.min(count, 5000); i++) {
+              outputs[`o${i}`] = { value: `${extra}${i}`, type: 'string' };
+            }
+            const tags: Record<string, string> = {};
+            for (let i = 0; i < count; i++) tags[`k${i}${extra}`] = extra;
+            const doc = {
+              version: 4,
+              serial: 1,
+              lineage: 'l',
+              outputs,
+              resources: [{ tags, list: Array.from({ length: count }, () => extra) }],
+            };
+            const text = JSON.stringify(doc);
+            expect(inspect(text, sizes.length > 0 ? sizes.map((n) => n * 997) : undefined)).toEqual(
+              expectedTerraform(JSON.parse(text) as Record<string, unknown>),
+            );
+          },
+        ),
+        { numRuns: 15 },
       );
     });
 
@@ -908,8 +1159,12 @@ describe('StateInspector', () => {
         return;
       }
       const doc = parsed as Record<string, unknown>;
-      if (result.state.kind === 'terraform') expect(result.state).toEqual(expectedTerraform(doc));
-      else expect(result.state.encryptionVersion).toBe(doc.encryption_version);
+      // Accepted: so nothing in it is what Terraform cannot write.
+      expect(holds(doc, hasLoneSurrogate)).toBe(false);
+      if (result.state.kind === 'terraform') {
+        expect(unwritable(doc)).toBe(false);
+        expect(result.state).toEqual(expectedTerraform(doc));
+      } else expect(result.state.encryptionVersion).toBe(doc.encryption_version);
     }
 
     it('text JSON.parse refuses is refused with InvalidStateError, in any chunking, with the same message', () => {

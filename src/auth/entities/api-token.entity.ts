@@ -13,17 +13,14 @@ export class ApiTokenEntity {
   @Column({ name: 'token_hash', type: 'char', length: 64 })
   tokenHash!: string;
 
-  /** The principal the token acts as: its creator, or a service principal `svc:<name>`. */
+  /**
+   * The principal the token acts as: its creator, or a service principal `svc:<name>`. A token
+   * acting as a person carries the groups and email of that person's latest login
+   * (`login_identities`), never ones of its own.
+   */
   @Index('ix_api_tokens_subject')
   @Column({ type: 'text' })
   subject!: string;
-
-  /** The creator's verified email and groups when the token acts as its creator (for RBAC). */
-  @Column({ type: 'text', nullable: true })
-  email!: string | null;
-
-  @Column({ type: 'jsonb', default: () => "'[]'" })
-  groups!: string[];
 
   @Column({ name: 'created_by', type: 'text' })
   createdBy!: string;

@@ -79,7 +79,7 @@ export class OidcService {
         e instanceof errors.JWKSInvalid ||
         e instanceof TypeError
       ) {
-        this.logger.warn(`cannot read the OpenID provider's keys: ${e.message}`);
+        this.logger.warn({ err: e }, "cannot read the OpenID provider's keys");
         throw new DomainError('unavailable', 'the OpenID provider cannot be reached; try again');
       }
       throw new DomainError('unauthenticated', `ID token rejected: ${describe(e)}`);
@@ -113,9 +113,7 @@ export class OidcService {
       if (!res.ok) throw new Error(`HTTP ${res.status}`);
       doc = (await res.json()) as Discovery;
     } catch (e) {
-      this.logger.warn(
-        `cannot read the OpenID provider's discovery document ${url}: ${(e as Error).message}`,
-      );
+      this.logger.warn({ err: e, url }, "cannot read the OpenID provider's discovery document");
       throw new DomainError('unavailable', 'the OpenID provider cannot be reached; try again');
     }
     if (doc.issuer !== oidc.issuer || typeof doc.jwks_uri !== 'string') {

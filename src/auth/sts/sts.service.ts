@@ -2,9 +2,12 @@ import { Inject, Injectable, OnModuleInit } from '@nestjs/common';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { AuditService } from '../../audit/audit.service';
 import { APP_CONFIG, AppConfig } from '../../config/config';
+import { DomainError } from '../../common/errors';
 import { SharedSecrets } from '../../database/shared-secrets.service';
-import { Principal } from '../principal';
-import { verifySessionToken, VerifiedClaims } from '../tokens/jwt';
+import { BOOTSTRAP_ADMIN, Principal } from '../principal';
+import { derivedExpiry, epochSeconds, formatParent } from '../revocation/credential-parent';
+import { CredentialRevocations } from '../revocation/credential-revocations.service';
+import { TokenRejected, verifySessionToken, VerifiedClaims } from '../tokens/jwt';
 import { SigningKeys } from '../tokens/signing-keys.service';
 import { principalFromIdentity } from '../tokens/token.service';
 import {
@@ -20,7 +23,8 @@ const SECRET_PREFIX = 'sts_hmac:';
 /**
  * Issues short-lived S3 credentials and, for the S3 door, turns an access key id and session
  * token back into a principal and the secret to check the signature with — on any replica,
- * with no session table.
+ * with no session table. The session token names the API token or login session it was minted
+ * with (`parent`) and expires with it at the latest; revoking that revokes the credentials.
  */
 @Injectable()
 export class StsService implements OnModuleInit {
@@ -32,6 +36,7 @@ export class StsService implements OnModuleInit {
     private readonly secrets: SharedSecrets,
     private readonly keys: SigningKeys,
     private readonly audit: AuditService,
+    private readonly revocations: CredentialRevocations,
   ) {}
 
   async onModuleInit(): Promise<void> {
@@ -56,26 +61,40 @@ export class StsService implements OnModuleInit {
   }
 
   async issue(principal: Principal): Promise<ProcessCredentials> {
+    if (principal.kind === 'bootstrap') {
+      throw new DomainError(
+        'forbidden',
+        `${principal.subject} is the break-glass account for the management API and mints no S3 credentials: create an API token (POST /v1/auth/tokens with subject "svc:<name>", or statehouse token create) and get credentials with that`,
+      );
+    }
+    const from = principal.credential;
+    if (!from) {
+      throw new DomainError(
+        'forbidden',
+        'S3 credentials are minted with an API token or a login’s access token',
+      );
+    }
     const kid = this.config.sts.kid;
     const key = this.hmacKeys.get(kid) as Buffer;
     const sessionId = newSessionId();
-    const ttl = this.config.sts.ttlSeconds;
-    const claims: Record<string, unknown> = { sid: sessionId };
+    const now = epochSeconds();
+    const exp = derivedExpiry(now, this.config.sts.ttlSeconds, from.notAfter);
+    const claims: Record<string, unknown> = { sid: sessionId, parent: formatParent(from.parent) };
     if (principal.email) claims.email = principal.email;
     if (principal.groups && principal.groups.length > 0) claims.groups = principal.groups;
-    const token = await this.keys.sign(claims, principal.subject, ['s3'], ttl, randomUUID());
+    const token = await this.keys.sign(claims, principal.subject, ['s3'], exp, randomUUID());
     this.audit.record({
       type: 'auth.s3_credentials_issued',
       actor: principal.subject,
       outcome: 'success',
-      details: { key_id: kid, ttl_seconds: ttl },
+      details: { key_id: kid, ttl_seconds: exp - now, parent: from.parent.kind },
     });
     return {
       Version: 1,
       AccessKeyId: accessKeyId(kid, sessionId),
       SecretAccessKey: deriveSecretAccessKey(key, sessionId),
       SessionToken: token,
-      Expiration: new Date(Date.now() + ttl * 1000).toISOString().replace(/\.\d{3}Z$/, 'Z'),
+      Expiration: new Date(exp * 1000).toISOString().replace(/\.\d{3}Z$/, 'Z'),
     };
   }
 
@@ -94,7 +113,11 @@ export class StsService implements OnModuleInit {
     return key ? deriveSecretAccessKey(key, parsed.sessionId) : undefined;
   }
 
-  /** The principal behind a session token that belongs to `accessKey`; throws TokenRejected. */
+  /**
+   * The principal behind a session token that belongs to `accessKey`; throws TokenRejected,
+   * also when the credential it was minted from has been revoked (the database is asked, or a
+   * cache that every revocation drops; an unreachable database is an error, never an allow).
+   */
   async principalFor(
     accessKey: string,
     sessionToken: string,
@@ -106,6 +129,15 @@ export class StsService implements OnModuleInit {
       { issuer: this.config.publicUrl },
       parsed?.sessionId ?? '',
     );
+    if (claims.sub === BOOTSTRAP_ADMIN) {
+      throw new TokenRejected('missing_claim', 'bootstrap-admin has no S3 credentials');
+    }
+    if (claims.parent && (await this.revocations.isRevoked(claims.parent))) {
+      throw new TokenRejected(
+        'revoked',
+        'the API token or login session these credentials were minted with has been revoked',
+      );
+    }
     return {
       claims,
       principal: principalFromIdentity(

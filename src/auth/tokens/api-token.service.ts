@@ -6,7 +6,9 @@ import { AuthorizationService } from '../../rbac/authorization.service';
 import { CredentialVerifier } from '../credential-verifier';
 import { ApiTokenRow, IdentityRepository } from '../identity.repository';
 import { BOOTSTRAP_ADMIN, Principal } from '../principal';
-import { principalFromIdentity, sha256Hex } from './token.service';
+import { epochSeconds } from '../revocation/credential-parent';
+import { CredentialRevocations } from '../revocation/credential-revocations.service';
+import { Identity, principalFromIdentity, sha256Hex } from './token.service';
 
 /** A fixed, recognisable prefix, so secret scanners can find leaked tokens. */
 export const API_TOKEN_PREFIX = 'sht_';
@@ -40,6 +42,12 @@ function info(row: ApiTokenRow): ApiTokenInfo {
 /**
  * Long-lived tokens for CI and automation: `sht_` + 256 random bits, stored as sha256, acting
  * as their creator or as a named service principal `svc:<name>`.
+ *
+ * A token acting as a person carries that person's groups and verified email as their most
+ * recent login gave them, for one refresh-token lifetime after that login (each login renews
+ * them; logout does not remove them) — so an IdP dropping a group takes effect on the person's
+ * tokens at their next login, or at the latest when that lifetime ends. A `svc:` token carries
+ * no groups: only the rights given to the `svc:` subject itself.
  */
 @Injectable()
 export class ApiTokenService implements CredentialVerifier {
@@ -47,6 +55,7 @@ export class ApiTokenService implements CredentialVerifier {
     private readonly repo: IdentityRepository,
     private readonly authz: AuthorizationService,
     private readonly audit: AuditService,
+    private readonly revocations: CredentialRevocations,
   ) {}
 
   async create(
@@ -72,14 +81,11 @@ export class ApiTokenService implements CredentialVerifier {
       throw new DomainError('invalid_request', 'expiresAt must be in the future');
     }
     const token = API_TOKEN_PREFIX + randomBytes(32).toString('base64url');
-    const acting = subject === principal.subject;
     const row = await this.repo.transaction(async (m) => {
       const inserted = await this.repo.insertApiToken(m, {
         name: request.name,
         token_hash: sha256Hex(token),
         subject,
-        email: acting ? (principal.email ?? null) : null,
-        groups: acting ? (principal.groups ?? []) : [],
         created_by: principal.subject,
         expires_at: request.expiresAt ?? null,
       });
@@ -107,15 +113,22 @@ export class ApiTokenService implements CredentialVerifier {
     if (!row || (!mine && !(await this.authz.can(principal, 'token.manage', { unit: '*' })))) {
       throw new DomainError('not_found', `API token ${id} does not exist`);
     }
-    await this.repo.transaction(async (m) => {
-      await this.repo.revokeApiToken(m, row.id);
-      await this.audit.recordIn(m, {
-        type: 'auth.api_token_revoked',
-        actor: principal.subject,
-        outcome: 'success',
-        details: { token_id: row.id, subject: row.subject },
+    // The token stops at once (it is read on every use); what was minted from it — S3
+    // credentials — stops through the revocation list, on every replica.
+    try {
+      await this.repo.transaction(async (m) => {
+        await this.repo.revokeApiToken(m, row.id);
+        await this.revocations.revokeIn(m, { kind: 'api_token', id: row.id }, row.expires_at);
+        await this.audit.recordIn(m, {
+          type: 'auth.api_token_revoked',
+          actor: principal.subject,
+          outcome: 'success',
+          details: { token_id: row.id, subject: row.subject },
+        });
       });
-    });
+    } finally {
+      this.revocations.changed();
+    }
   }
 
   async verify(secret: string): Promise<Principal | null> {
@@ -128,9 +141,21 @@ export class ApiTokenService implements CredentialVerifier {
       throw new DomainError('unauthenticated', 'API token rejected: it has expired');
     }
     await this.repo.touchApiToken(row.id);
-    return principalFromIdentity(
-      { subject: row.subject, email: row.email ?? undefined, groups: row.groups },
-      'api-token',
-    );
+    const identity: Identity = { subject: row.subject };
+    // Credentials minted with this token end with it, and with the login whose groups they carry.
+    const ends: number[] = [];
+    if (row.expires_at) ends.push(epochSeconds(new Date(row.expires_at).getTime()));
+    const person = !row.subject.startsWith('svc:');
+    if (person && row.login_expires_at) {
+      if (row.login_email) identity.email = row.login_email;
+      identity.groups = row.login_groups ?? [];
+      if (identity.email || identity.groups.length > 0) {
+        ends.push(epochSeconds(new Date(row.login_expires_at).getTime()));
+      }
+    }
+    return principalFromIdentity(identity, 'api-token', {
+      parent: { kind: 'api_token', id: row.id },
+      ...(ends.length > 0 ? { notAfter: Math.min(...ends) } : {}),
+    });
   }
 }

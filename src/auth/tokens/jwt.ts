@@ -1,5 +1,6 @@
 import { KeyObject } from 'node:crypto';
 import { decodeProtectedHeader, errors, JWTPayload, jwtVerify } from 'jose';
+import { CredentialParent, parseParent } from '../revocation/credential-parent';
 
 /** Why a token was refused; each is a distinct, testable check. Never includes the token. */
 export type TokenFailure =
@@ -12,7 +13,8 @@ export type TokenFailure =
   | 'wrong_issuer'
   | 'wrong_audience'
   | 'missing_claim'
-  | 'session_mismatch';
+  | 'session_mismatch'
+  | 'revoked';
 
 export class TokenRejected extends Error {
   constructor(
@@ -36,6 +38,8 @@ export interface VerifiedClaims {
   email?: string;
   groups?: string[];
   sid?: string;
+  /** The credential this one was derived from (`parent` claim). */
+  parent?: CredentialParent;
 }
 
 export interface VerifyOptions {
@@ -102,13 +106,16 @@ export async function verifyStatehouseJwt(
     claims.groups = payload.groups.filter((g): g is string => typeof g === 'string');
   }
   if (typeof payload.sid === 'string') claims.sid = payload.sid;
+  const parent = parseParent(payload.parent);
+  if (parent) claims.parent = parent;
   return claims;
 }
 
 /**
  * An S3 session token is valid only as the partner of the access key it was issued with: its
  * audience is exactly `["s3"]` (so no access token can pose as one, and it cannot be used on
- * the API), and its `sid` equals the session id inside the access key id.
+ * the API), its `sid` equals the session id inside the access key id, and it names the
+ * credential it was minted from (`parent`), so revoking that revokes it.
  */
 export async function verifySessionToken(
   token: string,
@@ -125,6 +132,12 @@ export async function verifySessionToken(
   }
   if (claims.sid !== accessKeySessionId) {
     throw new TokenRejected('session_mismatch', 'the session token belongs to other credentials');
+  }
+  if (claims.parent === undefined) {
+    throw new TokenRejected(
+      'missing_claim',
+      'the session token names no credential it was minted from (parent)',
+    );
   }
   return claims;
 }

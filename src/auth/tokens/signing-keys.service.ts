@@ -63,11 +63,12 @@ export class SigningKeys implements OnModuleInit {
     return { keys: this.publicJwks };
   }
 
+  /** A JWT for `subject` that expires at `expiresAt` (seconds since the epoch). */
   async sign(
     claims: Record<string, unknown>,
     subject: string,
     audience: string[],
-    ttlSeconds: number,
+    expiresAt: number,
     jti: string,
   ): Promise<string> {
     return new SignJWT(claims)
@@ -76,7 +77,7 @@ export class SigningKeys implements OnModuleInit {
       .setSubject(subject)
       .setAudience(audience)
       .setIssuedAt()
-      .setExpirationTime(Math.floor(Date.now() / 1000) + ttlSeconds)
+      .setExpirationTime(expiresAt)
       .setJti(jti)
       .sign(this.signing.key);
   }

@@ -1,11 +1,19 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import { EntityManager } from 'typeorm';
 import { AuditService } from '../../audit/audit.service';
 import { APP_CONFIG, AppConfig } from '../../config/config';
 import { DomainError } from '../../common/errors';
 import { CredentialVerifier } from '../credential-verifier';
 import { IdentityRepository } from '../identity.repository';
-import { Principal } from '../principal';
+import { BOOTSTRAP_ADMIN, Principal } from '../principal';
+import {
+  CredentialParent,
+  derivedExpiry,
+  epochSeconds,
+  formatParent,
+} from '../revocation/credential-parent';
+import { CredentialRevocations } from '../revocation/credential-revocations.service';
 import { SigningKeys } from './signing-keys.service';
 import { TokenRejected, verifyStatehouseJwt } from './jwt';
 
@@ -30,24 +38,37 @@ export function sha256Hex(value: string): string {
   return createHash('sha256').update(value, 'utf8').digest('hex');
 }
 
-export function principalFromIdentity(identity: Identity, via: Principal['via']): Principal {
+/** A login session: the refresh-token family its access tokens derive from, and its end. */
+export interface Session {
+  familyId: string;
+  expiresAt: Date;
+}
+
+export function principalFromIdentity(
+  identity: Identity,
+  via: Principal['via'],
+  credential?: Principal['credential'],
+): Principal {
   return {
     subject: identity.subject,
     kind: identity.subject.startsWith('svc:')
       ? 'service'
-      : identity.subject === 'bootstrap-admin'
+      : identity.subject === BOOTSTRAP_ADMIN
         ? 'bootstrap'
         : 'user',
     via,
     ...(identity.email ? { email: identity.email } : {}),
     ...(identity.groups && identity.groups.length > 0 ? { groups: identity.groups } : {}),
+    ...(credential ? { credential } : {}),
   };
 }
 
 /**
  * Access tokens (Ed25519 JWTs, audience `api`) and refresh tokens (opaque, stored as hashes,
  * rotated on every use; a reused one revokes its whole family; each family ends after
- * STATEHOUSE_TOKENS_REFRESH_TTL so group changes at the IdP take effect).
+ * STATEHOUSE_TOKENS_REFRESH_TTL so group changes at the IdP take effect). An access token names
+ * its family (`parent`) and never outlives it: logout or reuse revokes the family's access
+ * tokens too, through the revocation list.
  */
 @Injectable()
 export class TokenService implements CredentialVerifier {
@@ -60,32 +81,60 @@ export class TokenService implements CredentialVerifier {
     private readonly keys: SigningKeys,
     private readonly repo: IdentityRepository,
     private readonly audit: AuditService,
+    private readonly revocations: CredentialRevocations,
   ) {}
 
-  async issueAccessToken(identity: Identity): Promise<{ token: string; expiresIn: number }> {
-    const ttl = this.config.tokens.accessTtlSeconds;
-    const claims: Record<string, unknown> = {};
+  /** An access token of `session`: it expires with the session at the latest. */
+  async issueAccessToken(
+    identity: Identity,
+    session: Session,
+  ): Promise<{ token: string; expiresIn: number }> {
+    if (identity.subject === BOOTSTRAP_ADMIN) {
+      // The break-glass account authenticates with its own token only; nothing derives from it.
+      throw new DomainError('forbidden', 'bootstrap-admin cannot be given access tokens');
+    }
+    const now = epochSeconds();
+    const exp = derivedExpiry(
+      now,
+      this.config.tokens.accessTtlSeconds,
+      epochSeconds(session.expiresAt.getTime()),
+    );
+    const parent: CredentialParent = { kind: 'refresh_family', id: session.familyId };
+    const claims: Record<string, unknown> = { parent: formatParent(parent) };
     if (identity.email) claims.email = identity.email;
     if (identity.groups && identity.groups.length > 0) claims.groups = identity.groups;
-    const token = await this.keys.sign(claims, identity.subject, ['api'], ttl, randomUUID());
-    return { token, expiresIn: ttl };
+    const token = await this.keys.sign(claims, identity.subject, ['api'], exp, randomUUID());
+    return { token, expiresIn: Math.max(0, exp - now) };
   }
 
-  /** A new login session: an access token and the first refresh token of a new family. */
+  /**
+   * A new login session: an access token and the first refresh token of a new family. The
+   * login's groups and verified email become the subject's latest login, which that person's
+   * API tokens carry until the session's absolute end (unless a newer login renews them).
+   */
   async startSession(identity: Identity): Promise<TokenResponse> {
     const refresh = REFRESH_TOKEN_PREFIX + randomBytes(32).toString('base64url');
-    const familyExpires = new Date(Date.now() + this.config.tokens.refreshTtlSeconds * 1000);
-    await this.repo.transaction((m) =>
-      this.repo.insertRefreshToken(m, {
-        family_id: randomUUID(),
+    const session: Session = {
+      familyId: randomUUID(),
+      expiresAt: new Date(Date.now() + this.config.tokens.refreshTtlSeconds * 1000),
+    };
+    const access = await this.issueAccessToken(identity, session);
+    await this.repo.transaction(async (m) => {
+      await this.repo.insertRefreshToken(m, {
+        family_id: session.familyId,
         token_hash: sha256Hex(refresh),
         subject: identity.subject,
         email: identity.email ?? null,
         groups: identity.groups ?? [],
-        family_expires_at: familyExpires,
-      }),
-    );
-    const access = await this.issueAccessToken(identity);
+        family_expires_at: session.expiresAt,
+      });
+      await this.repo.recordLogin(m, {
+        subject: identity.subject,
+        email: identity.email ?? null,
+        groups: identity.groups ?? [],
+        expires_at: session.expiresAt,
+      });
+    });
     return {
       access_token: access.token,
       refresh_token: refresh,
@@ -111,7 +160,7 @@ export class TokenService implements CredentialVerifier {
       }
       if (row.used_at) {
         // Two holders of one token: the legitimate client and a thief. End the session for both.
-        await this.repo.revokeFamily(m, row.family_id);
+        await this.endSession(m, row);
         return { kind: 'reused' as const, row };
       }
       if (row.family_expires_at.getTime() <= Date.now()) return { kind: 'expired' as const, row };
@@ -126,6 +175,7 @@ export class TokenService implements CredentialVerifier {
       });
       return { kind: 'rotated' as const, row };
     });
+    if (outcome.kind === 'reused') this.revocations.changed();
     switch (outcome.kind) {
       case 'unknown':
         throw new DomainError('unauthenticated', 'refresh token rejected: unknown token');
@@ -155,7 +205,10 @@ export class TokenService implements CredentialVerifier {
       ...(outcome.row.email ? { email: outcome.row.email } : {}),
       groups: outcome.row.groups,
     };
-    const access = await this.issueAccessToken(identity);
+    const access = await this.issueAccessToken(identity, {
+      familyId: outcome.row.family_id,
+      expiresAt: outcome.row.family_expires_at,
+    });
     return {
       access_token: access.token,
       refresh_token: next,
@@ -164,12 +217,32 @@ export class TokenService implements CredentialVerifier {
     };
   }
 
-  /** Ends the session the refresh token belongs to. Unknown tokens are ignored (no oracle). */
+  /**
+   * Ends the session the refresh token belongs to, and with it every access token (and S3
+   * credential) derived from it. Unknown tokens are ignored (no oracle). The subject's latest
+   * login stays: their API tokens keep its groups (a laptop logout must not break pipelines).
+   */
   async logout(refreshToken: string): Promise<void> {
-    await this.repo.transaction(async (m) => {
-      const row = await this.repo.lockRefreshToken(m, sha256Hex(refreshToken));
-      if (row) await this.repo.revokeFamily(m, row.family_id);
-    });
+    try {
+      await this.repo.transaction(async (m) => {
+        const row = await this.repo.lockRefreshToken(m, sha256Hex(refreshToken));
+        if (row) await this.endSession(m, row);
+      });
+    } finally {
+      this.revocations.changed();
+    }
+  }
+
+  private async endSession(
+    m: EntityManager,
+    row: { family_id: string; family_expires_at: Date },
+  ): Promise<void> {
+    await this.repo.revokeFamily(m, row.family_id);
+    await this.revocations.revokeIn(
+      m,
+      { kind: 'refresh_family', id: row.family_id },
+      row.family_expires_at,
+    );
   }
 
   /** The guard's verifier for access tokens (anything shaped like a JWT). */
@@ -178,10 +251,24 @@ export class TokenService implements CredentialVerifier {
     this.verifications++;
     try {
       const claims = await this.verifyAccess(secret);
+      const parent = claims.parent;
+      if (parent?.kind !== 'refresh_family' || claims.sub === BOOTSTRAP_ADMIN) {
+        throw new TokenRejected(
+          'missing_claim',
+          'the token names no login session it belongs to (parent)',
+        );
+      }
+      if (await this.revocations.isRevoked(parent)) {
+        throw new TokenRejected(
+          'revoked',
+          'the login session it belongs to has ended (logout, or a reused refresh token)',
+        );
+      }
       this.logger.debug({ msg: 'access token verified', sub: claims.sub });
       return principalFromIdentity(
         { subject: claims.sub, email: claims.email, groups: claims.groups },
         'access-token',
+        { parent, notAfter: claims.exp },
       );
     } catch (e) {
       if (e instanceof TokenRejected) {

@@ -532,6 +532,9 @@ interface TestOptions extends JsonOption {
   workspace?: string;
 }
 
+/** `rbac test`'s exit code for a deny. */
+const DENIED_EXIT_CODE = 4;
+
 async function test(action: string, unit: string, opts: TestOptions, cmd: Command): Promise<void> {
   if (opts.subject === undefined && opts.email === undefined && opts.group.length === 0) {
     throw new UsageError('name who to test: --subject, --email and/or --group (repeatable)');
@@ -546,6 +549,8 @@ async function test(action: string, unit: string, opts: TestOptions, cmd: Comman
       resource,
     },
   });
+  // Scripts can test the decision, as with `unit status`: 0 allow, 4 deny (1 error, 2 usage).
+  process.exitCode = r.allowed ? 0 : DENIED_EXIT_CODE;
   if (opts.json) {
     printJson(r);
     return;
@@ -721,7 +726,7 @@ Rules (--rule, repeatable; quote each one):
   rbac
     .command('test <action> <unit>')
     .description(
-      'would this subject be allowed ACTION on UNIT? Prints allow or deny and the deciding rule (exit 0 either way); UNIT is * for rbac.manage, token.manage, audit.read',
+      'would this subject be allowed ACTION on UNIT? Prints allow or deny and the deciding rule (exit 0 allow, 4 deny); UNIT is * for rbac.manage, token.manage, audit.read',
     )
     .option('--subject <subject>', 'the principal, e.g. user:00u1abcd or svc:ci')
     .option('--email <email>', 'its verified email')

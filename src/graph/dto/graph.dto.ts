@@ -12,17 +12,18 @@ import {
   MaxLength,
   ValidateNested,
 } from 'class-validator';
+import { UnitNameLength, WorkspaceLength } from '../../common/name-fields';
 
 export class NodeRefDto {
   @ApiProperty({ example: 'platform/network' })
   @IsString()
-  @MaxLength(1024)
+  @UnitNameLength()
   unit!: string;
 
   @ApiPropertyOptional({ example: 'default', description: 'Workspace (default `default`)' })
   @IsOptional()
   @IsString()
-  @MaxLength(90)
+  @WorkspaceLength()
   workspace?: string;
 }
 
@@ -78,7 +79,7 @@ export class GraphQuery {
   })
   @IsOptional()
   @IsString()
-  @MaxLength(256)
+  @UnitNameLength()
   @Matches(/^[A-Za-z0-9._/-]*$/, { message: 'prefix may only contain letters, digits and . _ - /' })
   prefix?: string;
 
@@ -95,7 +96,7 @@ export class StaleQuery {
   })
   @IsOptional()
   @IsString()
-  @MaxLength(256)
+  @UnitNameLength()
   @Matches(/^[A-Za-z0-9._/-]*$/, { message: 'prefix may only contain letters, digits and . _ - /' })
   prefix?: string;
 }

@@ -11,6 +11,7 @@ import {
   MaxLength,
   ValidateNested,
 } from 'class-validator';
+import { RbacNameLength, UnitNameLength, WorkspaceLength } from '../../common/name-fields';
 import { ACTIONS } from '../actions';
 
 export class SubjectRefDto {
@@ -150,20 +151,20 @@ export class UpdateRoleDto {
 export class AssignDto extends SubjectRefDto {
   @ApiProperty({ example: 'team-a' })
   @IsString()
-  @MaxLength(64)
+  @RbacNameLength()
   role!: string;
 }
 
 export class TestResourceDto {
   @ApiProperty({ example: 'team-a/network' })
   @IsString()
-  @MaxLength(256)
+  @UnitNameLength()
   unit!: string;
 
   @ApiPropertyOptional({ example: 'default' })
   @IsOptional()
   @IsString()
-  @MaxLength(128)
+  @WorkspaceLength()
   workspace?: string;
 }
 

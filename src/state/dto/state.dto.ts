@@ -1,6 +1,7 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { Type } from 'class-transformer';
 import { IsInt, IsOptional, IsString, Matches, Max, MaxLength, Min } from 'class-validator';
+import { UnitNameLength } from '../../common/name-fields';
 
 export class CreateUnitDto {
   @ApiProperty({
@@ -48,7 +49,7 @@ export class ListUnitsQuery extends PageQuery {
   @ApiPropertyOptional({ example: 'team-a/', description: 'Only names starting with this' })
   @IsOptional()
   @IsString()
-  @MaxLength(256)
+  @UnitNameLength()
   @Matches(/^[A-Za-z0-9._/-]*$/, { message: 'prefix may only contain letters, digits and . _ - /' })
   prefix?: string;
 }

@@ -48,8 +48,11 @@ export class VersionEntity {
   @Column({ name: 'blob_key', type: 'text' })
   blobKey!: string;
 
-  /** The state's top-level outputs (null for encrypted states). */
-  @Column({ type: 'jsonb', nullable: true })
+  /**
+   * The state's top-level outputs (null for encrypted states). `json`, not `jsonb`: a value may
+   * hold a NUL, which `jsonb` cannot store. Read back whole, never queried inside.
+   */
+  @Column({ type: 'json', nullable: true })
   outputs!: Record<string, unknown> | null;
 
   /** Keyed digests of each output value (the dependency graph compares them, never values). */
