@@ -4,7 +4,8 @@
 const base = {
   testEnvironment: 'node',
   transform: { '^.+\\.ts$': ['ts-jest', { tsconfig: 'tsconfig.json' }] },
-  moduleFileExtensions: ['ts', 'js', 'json'],
+  // 'node': native addons (os-lock, the embedded data-dir lock) load under Jest too.
+  moduleFileExtensions: ['ts', 'js', 'json', 'node'],
 };
 module.exports = {
   testTimeout: 120000,
