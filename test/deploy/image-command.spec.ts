@@ -27,6 +27,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, relative, resolve } from 'node:path';
 import { ROOT } from '../support/paths';
+import { selfSignedCertificate } from '../support/tls';
 import { NODE } from '../support/server';
 import { finalImage, parseStages } from './support/dockerfile-rules';
 
@@ -238,33 +239,7 @@ describe('the image command on a production-only node_modules', () => {
     const port = await freePort();
     const certDir = join(root, 'tls');
     mkdirSync(certDir);
-    const cert = (name: string) => {
-      const files = { cert: join(certDir, `${name}.crt`), key: join(certDir, `${name}.key`) };
-      execFileSync(
-        'openssl',
-        [
-          'req',
-          '-x509',
-          '-newkey',
-          'ec',
-          '-pkeyopt',
-          'ec_paramgen_curve:prime256v1',
-          '-nodes',
-          '-keyout',
-          files.key,
-          '-out',
-          files.cert,
-          '-days',
-          '1',
-          '-subj',
-          '/CN=statehouse.example.com',
-          '-addext',
-          'subjectAltName=DNS:statehouse.example.com',
-        ],
-        { stdio: 'ignore' },
-      );
-      return files;
-    };
+    const cert = (name: string) => selfSignedCertificate(certDir, name, 'statehouse.example.com');
     const own = cert('own');
     const env = {
       PORT: String(port),

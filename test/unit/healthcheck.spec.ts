@@ -3,7 +3,6 @@
  * believes — with TLS, only a server presenting the configured certificate, whatever host the
  * certificate names.
  */
-import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer as createHttpServer, Server } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
@@ -11,35 +10,7 @@ import { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { probe, probeTarget } from '../../src/health/healthcheck';
-
-function certificate(dir: string, name: string, cn: string): { cert: string; key: string } {
-  const cert = join(dir, `${name}.crt`);
-  const key = join(dir, `${name}.key`);
-  execFileSync(
-    'openssl',
-    [
-      'req',
-      '-x509',
-      '-newkey',
-      'ec',
-      '-pkeyopt',
-      'ec_paramgen_curve:prime256v1',
-      '-nodes',
-      '-keyout',
-      key,
-      '-out',
-      cert,
-      '-days',
-      '1',
-      '-subj',
-      `/CN=${cn}`,
-      '-addext',
-      `subjectAltName=DNS:${cn}`,
-    ],
-    { stdio: 'ignore' },
-  );
-  return { cert, key };
-}
+import { selfSignedCertificate } from '../support/tls';
 
 async function listen(server: Server): Promise<number> {
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
@@ -88,7 +59,7 @@ describe('healthcheck probe over TLS', () => {
   }
 
   it('is healthy when the server presents the configured certificate, though it names another host', async () => {
-    const own = certificate(dir, 'own', 'statehouse.example.com');
+    const own = selfSignedCertificate(dir, 'own', 'statehouse.example.com');
     const port = await httpsServer(own);
     const target = probeTarget({
       port,
@@ -100,8 +71,8 @@ describe('healthcheck probe over TLS', () => {
   });
 
   it('is unhealthy when the server answering 200 presents any other certificate', async () => {
-    const own = certificate(dir, 'own2', 'statehouse.example.com');
-    const other = certificate(dir, 'other', 'statehouse.example.com');
+    const own = selfSignedCertificate(dir, 'own2', 'statehouse.example.com');
+    const other = selfSignedCertificate(dir, 'other', 'statehouse.example.com');
     const port = await httpsServer(other);
     const target = probeTarget({
       port,
@@ -115,7 +86,7 @@ describe('healthcheck probe over TLS', () => {
   });
 
   it('is unhealthy on a 503, on plain http against a TLS listener, and with no listener', async () => {
-    const own = certificate(dir, 'own3', 'statehouse.example.com');
+    const own = selfSignedCertificate(dir, 'own3', 'statehouse.example.com');
     const tls = { certFile: own.cert, keyFile: own.key };
     const down = await httpsServer(own, 503);
     expect(await probe(probeTarget({ port: down, host: '127.0.0.1', tls }))).toMatchObject({
