@@ -16,6 +16,7 @@ import {
   existsSync,
   mkdirSync,
   mkdtempSync,
+  readdirSync,
   readFileSync,
   renameSync,
   rmSync,
@@ -47,6 +48,23 @@ function freePort(): Promise<number> {
       s.close(() => res(port));
     });
   });
+}
+
+/** Pids whose parent is `pid` (Linux /proc). */
+function childrenOf(pid: number): number[] {
+  const out: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      // "pid (comm) state ppid …": comm may hold spaces, so read after the last ')'.
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === pid)
+        out.push(Number(entry));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return out;
 }
 
 /** Runs the `npm …` RUN lines of a stage (its apt-get lines are the host's business) in `dir`. */
@@ -157,14 +175,23 @@ describe('the image command on a production-only node_modules', () => {
     }
   }
 
-  /** The image's HEALTHCHECK command, as Docker runs it inside the container. */
+  /** The image's HEALTHCHECK command, as Docker runs it: in the container, within --timeout. */
   function healthcheck(env: Record<string, string>): Promise<{ code: number; output: string }> {
     const command = image.healthcheck?.command ?? [];
-    return new Promise((res) =>
-      execFile(command[0], command.slice(1), { cwd: app, env: containerEnv(env) }, (e, stdout) =>
-        res({ code: e ? Number((e as { code?: number }).code ?? 1) : 0, output: stdout.trim() }),
-      ),
-    );
+    const timeout =
+      1000 * Number(/^(\d+)s$/.exec(image.healthcheck?.flags.timeout ?? '')?.[1] ?? 30);
+    return new Promise((res) => {
+      const child = execFile(
+        command[0],
+        command.slice(1),
+        { cwd: app, env: containerEnv(env), timeout, killSignal: 'SIGKILL' },
+        (e, stdout) => {
+          const code = (e as { code?: unknown } | null)?.code;
+          res({ code: e ? (typeof code === 'number' ? code : 1) : 0, output: stdout.trim() });
+        },
+      );
+      child.stdin?.end(); // as under Docker: no terminal, nothing to read
+    });
   }
 
   beforeAll(async () => {
@@ -184,7 +211,11 @@ describe('the image command on a production-only node_modules', () => {
 
   afterAll(async () => {
     for (const r of running) {
-      if (r.proc.exitCode === null && r.proc.signalCode === null) r.proc.kill('SIGKILL');
+      if (r.proc.exitCode !== null || r.proc.signalCode !== null || !r.proc.pid) continue;
+      // tini runs the server in a process group of its own and cannot pass SIGKILL on: end the
+      // server first, then tini.
+      for (const child of childrenOf(r.proc.pid)) process.kill(child, 'SIGKILL');
+      r.proc.kill('SIGKILL');
       await r.exited;
     }
     if (root) rmSync(root, { recursive: true, force: true });

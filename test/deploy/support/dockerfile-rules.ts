@@ -124,7 +124,8 @@ export function finalImage(text: string): FinalImage {
         const kind = args[0]?.toUpperCase();
         image.healthcheck = {
           flags,
-          command: kind === 'CMD' ? (execForm(i, 1) ?? ['/bin/sh', '-c', ...args.slice(1)]) : [],
+          command:
+            kind === 'CMD' ? (execForm(i, 1) ?? ['/bin/sh', '-c', args.slice(1).join(' ')]) : [],
         };
         break;
       }
