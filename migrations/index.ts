@@ -4,6 +4,7 @@ import { S3Multipart1764520000000 } from './1764520000000-s3-multipart';
 import { RbacAudit1764540000000 } from './1764540000000-rbac-audit';
 import { Graph1764560000000 } from './1764560000000-graph';
 import { S3UsedSignatures1764580000000 } from './1764580000000-s3-used-signatures';
+import { OutputDigestsV21764600000000 } from './1764600000000-output-digests-v2';
 import { OutputsJson1764620000000 } from './1764620000000-outputs-json';
 import { CredentialLineage1764640000000 } from './1764640000000-credential-lineage';
 import { S3Buckets1764660000000 } from './1764660000000-s3-buckets';
@@ -16,6 +17,7 @@ export const MIGRATIONS = [
   RbacAudit1764540000000,
   Graph1764560000000,
   S3UsedSignatures1764580000000,
+  OutputDigestsV21764600000000,
   OutputsJson1764620000000,
   CredentialLineage1764640000000,
   S3Buckets1764660000000,

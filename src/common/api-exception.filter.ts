@@ -11,6 +11,9 @@ import { toDomainError } from './error-mapping';
 import { DomainError, httpStatusOf } from './errors';
 import { currentRequestContext } from './request-context';
 
+/** What a 503 tells clients to wait before trying again (seconds). */
+export const RETRY_AFTER_SECONDS = 2;
+
 export interface ErrorBody {
   statusCode: number;
   error: string;
@@ -113,6 +116,8 @@ export function sendError(
     res.setHeader('WWW-Authenticate', 'Bearer realm="statehouse"');
   }
   if (status === 413) res.setHeader('Connection', 'close');
+  // Busy (the inspection budget) or a dependency down: worth trying again shortly.
+  if (status === 503) res.setHeader('Retry-After', String(RETRY_AFTER_SECONDS));
   res.status(status).type(contentType).send(payload);
 }
 

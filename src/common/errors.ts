@@ -28,6 +28,7 @@ export type ErrorCode =
   | 'state_encrypted'
   | 'too_large'
   | 'unavailable'
+  | 'slow_down'
   | 'blob_unreadable'
   | 'internal';
 
@@ -90,6 +91,7 @@ export function httpStatusOf(code: ErrorCode): number {
     case 'too_large':
       return 413;
     case 'unavailable':
+    case 'slow_down':
       return 503;
     case 'blob_unreadable':
     case 'internal':

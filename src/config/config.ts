@@ -44,6 +44,11 @@ export interface AppConfig {
   };
   maxVersions: number;
   maxStateBytes: number;
+  /**
+   * State bytes being inspected at once (per replica), and how many writes may wait for room
+   * (see state/inspection-budget.ts).
+   */
+  inspection: { maxBytes: number; queue: number };
   trustedProxies: string[];
   publicUrl: string;
   /**
@@ -127,6 +132,8 @@ const KNOWN = new Set([
   'STATEHOUSE_STORAGE_S3_FORCE_PATH_STYLE',
   'STATEHOUSE_MAX_VERSIONS',
   'STATEHOUSE_MAX_STATE_BYTES',
+  'STATEHOUSE_INSPECTION_MAX_BYTES',
+  'STATEHOUSE_INSPECTION_QUEUE',
   'STATEHOUSE_TRUSTED_PROXIES',
   'STATEHOUSE_PUBLIC_URL',
   'STATEHOUSE_ALIASES',
@@ -309,6 +316,13 @@ export function loadConfig(env: Env = process.env): AppConfig {
 
   const maxVersions = int('STATEHOUSE_MAX_VERSIONS', 0, 0, 1_000_000);
   const maxStateBytes = size('STATEHOUSE_MAX_STATE_BYTES', 512 * 1024 ** 2);
+  const inspectionMaxBytes = size('STATEHOUSE_INSPECTION_MAX_BYTES', 2 * maxStateBytes);
+  if (inspectionMaxBytes < maxStateBytes) {
+    problems.push(
+      `STATEHOUSE_INSPECTION_MAX_BYTES must be at least STATEHOUSE_MAX_STATE_BYTES (${maxStateBytes} bytes): a state of the largest accepted size could never be written (got ${inspectionMaxBytes})`,
+    );
+  }
+  const inspectionQueue = int('STATEHOUSE_INSPECTION_QUEUE', 32, 0, 10_000);
 
   const trustedProxies = (str('STATEHOUSE_TRUSTED_PROXIES') ?? '')
     .split(',')
@@ -525,6 +539,7 @@ export function loadConfig(env: Env = process.env): AppConfig {
     storage: { driver, fsDir, s3 },
     maxVersions,
     maxStateBytes,
+    inspection: { maxBytes: inspectionMaxBytes, queue: inspectionQueue },
     trustedProxies,
     publicUrl,
     aliases,

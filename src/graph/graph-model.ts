@@ -23,6 +23,11 @@ export interface GraphEdge {
   input: string | null;
   /** Digests of the producer's outputs as the consumer last read them. */
   recorded: Record<string, string>;
+  /**
+   * The edge's author may not read the producer's sensitive outputs: the edge is judged on the
+   * others only (an output sensitive in the producer's current version is never compared).
+   */
+  sensitiveExcluded: boolean;
   recordedAt: string;
 }
 
@@ -30,6 +35,8 @@ export interface ProducerState {
   /** Current version number; undefined when the producer has no current state (or no unit). */
   version?: number;
   digests?: Record<string, string>;
+  /** Names of the current version's sensitive outputs. */
+  sensitive?: readonly string[];
 }
 
 export type EdgeStatus = 'ok' | 'stale' | 'unknown';
@@ -40,11 +47,16 @@ export interface EdgeVerdict {
   changed: string[];
 }
 
-/** An edge is stale when an output the consumer read (or the declared ones) has changed since. */
+/**
+ * An edge is stale when an output the consumer read (or the declared ones) has changed since —
+ * never counting, for an edge that excludes them, the producer's sensitive outputs: a right and
+ * a wrong guess of one then look the same.
+ */
 export function edgeStatus(edge: GraphEdge, producer: ProducerState | undefined): EdgeVerdict {
   if (!producer || producer.version === undefined || !producer.digests)
     return { status: 'unknown', changed: [] };
-  const names = edge.outputs ?? Object.keys(edge.recorded);
+  const hidden = new Set(edge.sensitiveExcluded ? (producer.sensitive ?? []) : []);
+  const names = (edge.outputs ?? Object.keys(edge.recorded)).filter((n) => !hidden.has(n));
   const changed = names.filter(
     (n) => edge.recorded[n] === undefined || producer.digests?.[n] !== edge.recorded[n],
   );

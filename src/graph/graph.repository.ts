@@ -16,6 +16,7 @@ export interface EdgeRow {
   input: string | null;
   recorded: Record<string, string>;
   producer_version: number | null;
+  sensitive_excluded: boolean;
   recorded_at: Date;
   created_by: string;
   created_at: Date;
@@ -26,6 +27,10 @@ export interface DiscoveredEdge {
   producer: NodeRef;
   name: string;
   recorded: Record<string, string>;
+  /** `outputSetDigest(recorded)`: finds the producer version read by an index lookup. */
+  setDigest: string;
+  /** The writer may not read the producer's sensitive outputs (they are not in `recorded`). */
+  sensitiveExcluded: boolean;
 }
 
 /** A producer state's current version and output digests. */
@@ -34,11 +39,12 @@ export interface ProducerRow {
   workspace: string;
   version: number;
   output_digests: Record<string, string> | null;
+  sensitive_outputs: string[] | null;
 }
 
 const EDGE_COLUMNS = `e.id, e.producer_unit, e.producer_workspace, e.consumer_unit, e.consumer_workspace,
-  e.source, e.name, e.outputs, e.input, e.recorded, e.producer_version, e.recorded_at, e.created_by,
-  e.created_at`;
+  e.source, e.name, e.outputs, e.input, e.recorded, e.producer_version, e.sensitive_excluded,
+  e.recorded_at, e.created_by, e.created_at`;
 
 /**
  * SQL for the dependency graph. Methods that take an `EntityManager` run inside the caller's
@@ -55,18 +61,27 @@ export class GraphRepository {
   /**
    * Replaces the consumer's discovered edges with `edges` (kept rows keep their id and
    * creation time), and refreshes what its declared edges recorded to its producers' current
-   * outputs: a consumer that was just applied has read them.
+   * outputs: a consumer that was just applied has read them. A declared edge compares the
+   * producer's sensitive outputs only when the writer may read them (`sensitiveReadable`; an
+   * edge declared since the writer's rights were looked at is judged without them).
+   *
+   * Cost: a few index lookups per edge written, whatever the producers' history (the
+   * producer version read is found by its output-set digest, not by comparing versions).
    */
   async recordConsumerWrite(
     m: EntityManager,
     consumer: NodeRef,
     edges: DiscoveredEdge[] | undefined,
+    sensitiveReadable: NodeRef[],
     subject: string,
   ): Promise<void> {
     if (edges !== undefined) await this.replaceDiscovered(m, consumer, edges, subject);
     await m.query(
       `UPDATE graph_edges e
           SET recorded = coalesce(cur.output_digests, '{}'::jsonb), producer_version = cur.version,
+              sensitive_excluded = NOT EXISTS (
+                SELECT 1 FROM unnest($3::text[], $4::text[]) AS r(unit, workspace)
+                 WHERE r.unit = e.producer_unit AND r.workspace = e.producer_workspace),
               recorded_at = now()
          FROM (SELECT g.id, v.output_digests, v.version
                  FROM graph_edges g
@@ -76,6 +91,21 @@ export class GraphRepository {
                  LEFT JOIN versions v ON v.id = s.current_version_id
                 WHERE g.consumer_unit = $1 AND g.consumer_workspace = $2 AND g.source = 'declared') cur
         WHERE e.id = cur.id`,
+      [
+        consumer.unit,
+        consumer.workspace,
+        sensitiveReadable.map((n) => n.unit),
+        sensitiveReadable.map((n) => n.workspace),
+      ],
+    );
+  }
+
+  /** The producers of a consumer's declared edges. */
+  async declaredProducers(consumer: NodeRef): Promise<NodeRef[]> {
+    return sqlRows<NodeRef>(
+      this.db.manager,
+      `SELECT DISTINCT producer_unit AS unit, producer_workspace AS workspace FROM graph_edges
+        WHERE consumer_unit = $1 AND consumer_workspace = $2 AND source = 'declared'`,
       [consumer.unit, consumer.workspace],
     );
   }
@@ -86,7 +116,12 @@ export class GraphRepository {
     edges: DiscoveredEdge[],
     subject: string,
   ): Promise<void> {
-    // One statement for all of them (a state may read fifty others), then one delete.
+    // One statement for all of them (a state may read a thousand others), then one delete.
+    // The producer version read: the newest whose output-set digest (all outputs, or the
+    // non-sensitive ones a reader without `outputs.read-sensitive` is served) is the one of what
+    // was recorded — two index lookups per edge (ix_versions_output_set,
+    // ix_versions_public_output_set), not a comparison with every version of the producer.
+    // An edge that leaves sensitive outputs out matches the non-sensitive set only.
     const kept =
       edges.length === 0
         ? []
@@ -94,24 +129,27 @@ export class GraphRepository {
             m,
             `INSERT INTO graph_edges AS g (producer_unit, producer_workspace, consumer_unit,
                                            consumer_workspace, source, name, recorded,
-                                           producer_version, created_by)
+                                           producer_version, sensitive_excluded, created_by)
              SELECT x.unit, x.workspace, $2, $3, 'discovered', x.name, x.recorded,
-                    -- the newest version of the producer whose outputs are the ones read
-                    (SELECT v.version
+                    (SELECT greatest(
+                              (SELECT v.version FROM versions v
+                                WHERE v.state_id = s.id AND v.public_output_set_digest = x.set
+                                ORDER BY v.version DESC LIMIT 1),
+                              CASE WHEN NOT x.excluded THEN
+                                (SELECT v.version FROM versions v
+                                  WHERE v.state_id = s.id AND v.output_set_digest = x.set
+                                  ORDER BY v.version DESC LIMIT 1)
+                              END)
                        FROM units u
                        JOIN states s ON s.unit_id = u.id AND s.workspace = x.workspace
-                       JOIN versions v ON v.state_id = s.id
-                      WHERE u.name = x.unit AND u.deleted_at IS NULL
-                        AND coalesce((SELECT jsonb_object_agg(k, v.output_digests -> k)
-                                        FROM jsonb_object_keys(x.recorded) AS k), '{}'::jsonb)
-                            = x.recorded
-                      ORDER BY v.version DESC LIMIT 1),
-                    $4
+                      WHERE u.name = x.unit AND u.deleted_at IS NULL),
+                    x.excluded, $4
                FROM jsonb_to_recordset($1::jsonb)
-                    AS x(unit text, workspace text, name text, recorded jsonb)
+                    AS x(unit text, workspace text, name text, recorded jsonb, set text,
+                         excluded boolean)
              ON CONFLICT (consumer_unit, consumer_workspace, source, name, producer_unit, producer_workspace)
              DO UPDATE SET recorded = EXCLUDED.recorded, producer_version = EXCLUDED.producer_version,
-                           recorded_at = now()
+                           sensitive_excluded = EXCLUDED.sensitive_excluded, recorded_at = now()
              RETURNING id`,
             [
               JSON.stringify(
@@ -120,6 +158,8 @@ export class GraphRepository {
                   workspace: e.producer.workspace,
                   name: e.name,
                   recorded: e.recorded,
+                  set: e.setDigest,
+                  excluded: e.sensitiveExcluded,
                 })),
               ),
               consumer.unit,
@@ -152,15 +192,17 @@ export class GraphRepository {
       name: string;
       outputs: string[] | null;
       input: string | null;
+      sensitiveExcluded: boolean;
       createdBy: string;
     },
   ): Promise<EdgeRow | undefined> {
     const rows = await sqlRows<EdgeRow>(
       m,
       `INSERT INTO graph_edges (producer_unit, producer_workspace, consumer_unit, consumer_workspace,
-                                source, name, outputs, input, recorded, producer_version, created_by)
+                                source, name, outputs, input, recorded, producer_version,
+                                sensitive_excluded, created_by)
        SELECT $1, $2, $3, $4, 'declared', $5, $6, $7,
-              coalesce(v.output_digests, '{}'::jsonb), v.version, $8
+              coalesce(v.output_digests, '{}'::jsonb), v.version, $9, $8
          FROM (SELECT 1) one
          LEFT JOIN units u ON u.name = $1 AND u.deleted_at IS NULL
          LEFT JOIN states s ON s.unit_id = u.id AND s.workspace = $2 AND s.deleted_at IS NULL
@@ -177,6 +219,7 @@ export class GraphRepository {
         e.outputs,
         e.input,
         e.createdBy,
+        e.sensitiveExcluded,
       ],
     );
     return rows[0];
@@ -238,7 +281,7 @@ export class GraphRepository {
       // One index lookup per node (LATERAL): a plain join lets the planner, without table
       // statistics (the embedded database has no autovacuum), join every node to every state
       // of the workspace first — seconds instead of milliseconds at 2,000 units.
-      `SELECT n.unit, n.workspace, v.version, v.output_digests
+      `SELECT n.unit, n.workspace, v.version, v.output_digests, v.sensitive_outputs
          FROM unnest($1::text[], $2::text[]) AS n(unit, workspace)
          CROSS JOIN LATERAL (
            SELECT s.current_version_id
@@ -254,11 +297,17 @@ export class GraphRepository {
 
   /**
    * For each stale edge: the first producer version after `after` in which one of the outputs
-   * in `recorded` (the changed ones, with what the consumer read; null: never read) differs.
-   * One statement for all of them; null where no kept version does.
+   * in `recorded` (the changed ones, with what the consumer read; null: never read) differs —
+   * for an edge that leaves sensitive outputs out, not counting an output sensitive in that
+   * version. One statement for all of them; null where no kept version does.
    */
   async staleSince(
-    edges: { producer: NodeRef; after: number; recorded: Record<string, string | null> }[],
+    edges: {
+      producer: NodeRef;
+      after: number;
+      recorded: Record<string, string | null>;
+      sensitiveExcluded: boolean;
+    }[],
   ): Promise<(number | null)[]> {
     if (edges.length === 0) return [];
     const rows = await sqlRows<{ i: number; since: number | null }>(
@@ -270,10 +319,11 @@ export class GraphRepository {
                  JOIN versions v ON v.state_id = s.id AND v.version > x.after
                 WHERE u.name = x.unit
                   AND EXISTS (SELECT 1 FROM jsonb_each_text(x.recorded) r
-                               WHERE (v.output_digests ->> r.key) IS DISTINCT FROM r.value)
+                               WHERE (v.output_digests ->> r.key) IS DISTINCT FROM r.value
+                                 AND NOT (x.excluded AND r.key = ANY(coalesce(v.sensitive_outputs, '{}'))))
               ) AS since
          FROM jsonb_to_recordset($1::jsonb)
-              AS x(i int, unit text, workspace text, after int, recorded jsonb)`,
+              AS x(i int, unit text, workspace text, after int, recorded jsonb, excluded boolean)`,
       [
         JSON.stringify(
           edges.map((e, i) => ({
@@ -282,6 +332,7 @@ export class GraphRepository {
             workspace: e.producer.workspace,
             after: e.after,
             recorded: e.recorded,
+            excluded: e.sensitiveExcluded,
           })),
         ),
       ],

@@ -7,7 +7,6 @@ import { assertUnitName, assertWorkspace } from '../common/names';
 import { escapeUnstorable } from '../common/text';
 import { APP_CONFIG, AppConfig } from '../config/config';
 import { AuthorizationService } from '../rbac/authorization.service';
-import { OutputDigester } from '../state/output-digester';
 import { StateWriteHook, StateWriteHooks, WriteContext } from '../state/write-hooks';
 import {
   analyse,
@@ -21,11 +20,22 @@ import {
   toDot,
   toMermaid,
 } from './graph-model';
+import type { RemoteStateSource } from '../state/state-inspector';
+import { outputSetDigest, withoutNames } from './digests';
 import { DiscoveredEdge, EdgeRow, GraphRepository } from './graph.repository';
 import { resolveRemoteState, SelfAddresses } from './remote-config';
 
-/** What a consumer's write will do to its discovered edges (computed before the transaction). */
-type Prepared = { kind: 'keep' } | { kind: 'replace'; edges: DiscoveredEdge[]; refused: number };
+/**
+ * What a consumer's write will do to its edges (computed before the transaction): its
+ * discovered edges (kept as they are for an encrypted state), and the producers of its declared
+ * edges whose sensitive outputs the writer may read.
+ */
+type Prepared = { sensitiveReadable: NodeRef[] } & (
+  { kind: 'keep' } | { kind: 'replace'; edges: DiscoveredEdge[]; refused: number }
+);
+
+/** How an edge treats the producer's sensitive outputs (see GraphEdge.sensitiveExcluded). */
+export type SensitiveOutputs = 'compared' | 'excluded';
 
 /** A node as answers show it: its name, or nothing for a node the caller may not see. */
 export type NodeView = NodeRef | { hidden: true };
@@ -43,6 +53,8 @@ export interface EdgeView {
   changed: string[];
   /** The producer version whose outputs the consumer read (null when no kept version matches). */
   producerVersion: number | null;
+  /** `excluded`: judged on the outputs the edge's author may read, sensitive ones left out. */
+  sensitiveOutputs: SensitiveOutputs;
   recordedAt: string;
 }
 
@@ -55,6 +67,7 @@ export interface InputView {
   changed: string[];
   /** The first producer version whose outputs differ from what was read (stale edges). */
   staleSince: number | null;
+  sensitiveOutputs: SensitiveOutputs;
 }
 
 export interface UnitStatusView {
@@ -110,6 +123,7 @@ function toGraphEdge(r: EdgeRow): GraphEdge {
     outputs: r.outputs,
     input: r.input,
     recorded: r.recorded ?? {},
+    sensitiveExcluded: r.sensitive_excluded,
     recordedAt: new Date(r.recorded_at).toISOString(),
   };
 }
@@ -127,7 +141,6 @@ export class GraphService implements StateWriteHook, OnModuleInit {
   constructor(
     private readonly repo: GraphRepository,
     private readonly authz: AuthorizationService,
-    private readonly digester: OutputDigester,
     private readonly hooks: StateWriteHooks,
     private readonly audit: AuditService,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
@@ -163,28 +176,70 @@ export class GraphService implements StateWriteHook, OnModuleInit {
   /**
    * Before the write's transaction: which of the consumer's remote states are states here, and
    * may the writer read their outputs? An edge the writer could not have read is not recorded,
-   * so nobody can plant a dependency to learn whether another state's outputs changed. The
-   * data source's config (credentials included) goes no further than this function.
+   * so nobody can plant a dependency to learn whether another state's outputs changed. When the
+   * writer may read a producer's outputs but not its sensitive ones, what the consumer claims
+   * to have read of those is dropped and the edge is judged without them: its colour, its
+   * producer version and when it went stale then say nothing about a sensitive output, so a
+   * guess written into a state cannot be confirmed. The data source's config (credentials
+   * included) never reached this far: the inspector kept only its addressing keys.
+   *
+   * All the reading happens here, outside the transaction: the transaction (which holds the
+   * embedded database's only connection) only writes the edges.
    */
   async prepare(ctx: WriteContext): Promise<Prepared> {
-    if (ctx.inspected.kind !== 'terraform') return { kind: 'keep' }; // encrypted: nothing seen
-    const edges = new Map<string, DiscoveredEdge>();
-    let refused = 0;
+    const consumer = { unit: ctx.unit, workspace: ctx.workspace };
+    const rights = this.rightsOf(ctx.principal);
+    const sensitiveReadable: NodeRef[] = [];
+    for (const p of await this.repo.declaredProducers(consumer)) {
+      if (await rights.sensitive(p)) sensitiveReadable.push(p);
+    }
+    if (ctx.inspected.kind !== 'terraform') return { kind: 'keep', sensitiveReadable }; // encrypted
+    const sources = new Map<
+      string,
+      { producer: NodeRef; names: Set<string>; list: RemoteStateSource[] }
+    >();
     for (const source of ctx.inspected.remoteStates) {
       const producer = resolveRemoteState(source, this.self);
       if (!producer) continue;
-      if (!(await this.authz.can(ctx.principal, 'outputs.read', producer))) {
-        refused++;
+      const k = nodeKey(producer);
+      const entry = sources.get(k) ?? { producer, names: new Set<string>(), list: [] };
+      sources.set(k, entry);
+      if (entry.names.has(source.name)) continue; // the same data source twice: one edge
+      entry.names.add(source.name);
+      entry.list.push(source);
+    }
+    let refused = 0;
+    const readable: { producer: NodeRef; list: RemoteStateSource[]; excluded: boolean }[] = [];
+    for (const { producer, list } of sources.values()) {
+      if (!(await rights.outputs(producer))) {
+        refused += list.length;
         continue;
       }
-      edges.set(`${source.name}\0${nodeKey(producer)}`, {
-        producer,
-        // Names and output names come from the state: a for_each key may hold a NUL.
-        name: escapeUnstorable(source.name),
-        recorded: storableKeys(this.digester.digestValues(source.outputs)),
-      });
+      readable.push({ producer, list, excluded: !(await rights.sensitive(producer)) });
     }
-    return { kind: 'replace', edges: [...edges.values()], refused };
+    const sensitiveNow = new Map<string, readonly string[]>();
+    const excludedProducers = readable.filter((r) => r.excluded).map((r) => r.producer);
+    for (const p of await this.repo.producers(excludedProducers)) {
+      sensitiveNow.set(nodeKey(p), p.sensitive_outputs ?? []);
+    }
+    const edges: DiscoveredEdge[] = [];
+    for (const { producer, list, excluded } of readable) {
+      const drop = excluded ? (sensitiveNow.get(nodeKey(producer)) ?? []) : [];
+      for (const source of list) {
+        // Names and output names come from the state: a for_each key may hold a NUL.
+        const recorded = storableKeys(
+          drop.length > 0 ? withoutNames(source.outputs, drop) : source.outputs,
+        );
+        edges.push({
+          producer,
+          name: escapeUnstorable(source.name),
+          recorded,
+          setDigest: outputSetDigest(recorded),
+          sensitiveExcluded: excluded,
+        });
+      }
+    }
+    return { kind: 'replace', edges, refused, sensitiveReadable };
   }
 
   /** Inside the write's transaction, after the new version became current. */
@@ -194,8 +249,36 @@ export class GraphService implements StateWriteHook, OnModuleInit {
       m,
       { unit: ctx.unit, workspace: ctx.workspace },
       p.kind === 'replace' ? p.edges : undefined,
+      p.sensitiveReadable,
       ctx.principal.subject,
     );
+  }
+
+  /**
+   * What a principal may read of producers, asked once per producer: its outputs
+   * (`outputs.read`), and its sensitive ones too (`unit.read`, which serves the whole state, or
+   * `outputs.read-sensitive` on top of `outputs.read`).
+   */
+  private rightsOf(principal: Principal): {
+    outputs: (n: NodeRef) => Promise<boolean>;
+    sensitive: (n: NodeRef) => Promise<boolean>;
+  } {
+    const memo = (f: (n: NodeRef) => Promise<boolean>) => {
+      const seen = new Map<string, Promise<boolean>>();
+      return (n: NodeRef) => {
+        const k = nodeKey(n);
+        let p = seen.get(k);
+        if (!p) seen.set(k, (p = f(n)));
+        return p;
+      };
+    };
+    const outputs = memo((n) => this.authz.can(principal, 'outputs.read', n));
+    const sensitive = memo(
+      async (n) =>
+        (await this.authz.can(principal, 'unit.read', n)) ||
+        ((await outputs(n)) && (await this.authz.can(principal, 'outputs.read-sensitive', n))),
+    );
+    return { outputs, sensitive };
   }
 
   // ------------------------------------------------------------------ declared edges
@@ -233,6 +316,7 @@ export class GraphService implements StateWriteHook, OnModuleInit {
     }
     await this.authz.authorize(principal, 'graph.write', producer);
     await this.authz.authorize(principal, 'graph.write', consumer);
+    const sensitiveExcluded = !(await this.rightsOf(principal).sensitive(producer));
     for (const n of [producer, consumer]) {
       if (!(await this.repo.unitExists(n.unit))) {
         throw new DomainError('unit_not_found', `unit ${n.unit} does not exist`);
@@ -245,6 +329,7 @@ export class GraphService implements StateWriteHook, OnModuleInit {
         name,
         outputs: input.outputs ? [...new Set(input.outputs)].sort() : null,
         input: input.input ?? null,
+        sensitiveExcluded,
         createdBy: principal.subject,
       });
       if (!inserted) {
@@ -466,7 +551,11 @@ export class GraphService implements StateWriteHook, OnModuleInit {
     }
     const out = new Map<string, ProducerState>();
     for (const p of await this.repo.producers([...wanted.values()])) {
-      out.set(nodeKey(p), { version: p.version, digests: p.output_digests ?? {} });
+      out.set(nodeKey(p), {
+        version: p.version,
+        digests: p.output_digests ?? {},
+        sensitive: p.sensitive_outputs ?? [],
+      });
     }
     return out;
   }
@@ -486,6 +575,7 @@ export class GraphService implements StateWriteHook, OnModuleInit {
       status: v?.status ?? 'unknown',
       changed: visible ? (v?.changed ?? []) : [],
       staleSince: null,
+      sensitiveOutputs: e.sensitiveExcluded ? 'excluded' : 'compared',
     };
   }
 
@@ -501,6 +591,7 @@ export class GraphService implements StateWriteHook, OnModuleInit {
         producer: x.edge.producer,
         after: x.row.producer_version as number,
         recorded: Object.fromEntries(x.view.changed.map((n) => [n, x.edge.recorded[n] ?? null])),
+        sensitiveExcluded: x.edge.sensitiveExcluded,
       })),
     );
     todo.forEach((x, i) => (x.view.staleSince = since[i]));
@@ -537,6 +628,7 @@ function edgeView(
     status: v?.status ?? 'unknown',
     changed: v?.changed ?? [],
     producerVersion: row.producer_version,
+    sensitiveOutputs: e.sensitiveExcluded ? 'excluded' : 'compared',
     recordedAt: e.recordedAt,
   };
 }

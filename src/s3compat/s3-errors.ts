@@ -31,6 +31,7 @@ export const S3_ERRORS = {
   RequestTimeTooSkewed: 403,
   ServiceUnavailable: 503,
   SignatureDoesNotMatch: 403,
+  SlowDown: 503,
   XAmzContentSHA256Mismatch: 400,
 } as const;
 export type S3ErrorCode = keyof typeof S3_ERRORS;
@@ -87,6 +88,8 @@ export function s3CodeOf(code: ErrorCode): S3ErrorCode {
       return 'EntityTooLarge';
     case 'unavailable':
       return 'ServiceUnavailable';
+    case 'slow_down':
+      return 'SlowDown';
     case 'blob_unreadable':
     case 'internal':
       return 'InternalError';

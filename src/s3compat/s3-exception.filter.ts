@@ -4,6 +4,7 @@ import { toDomainError } from '../common/error-mapping';
 import { currentRequestContext } from '../common/request-context';
 import { S3Error, toS3Error } from './s3-errors';
 import { errorXml } from './s3-xml';
+import { RETRY_AFTER_SECONDS } from '../common/api-exception.filter';
 
 const logger = new Logger('s3');
 
@@ -23,6 +24,7 @@ export class S3ExceptionFilter implements ExceptionFilter {
     res.status(error.status);
     res.setHeader('x-amz-request-id', requestId);
     if (error.code === 'InvalidRange') res.setHeader('Content-Range', 'bytes */*');
+    if (error.status === 503) res.setHeader('Retry-After', String(RETRY_AFTER_SECONDS));
     if (req.method === 'HEAD') {
       res.end();
       return;

@@ -1,6 +1,7 @@
 import { createHash, Hash } from 'node:crypto';
 import { Transform, TransformCallback } from 'node:stream';
 import { DomainError } from '../common/errors';
+import type { DigestKeys } from '../graph/digests';
 import { InspectedState, InvalidStateError, StateInspector } from './state-inspector';
 
 /**
@@ -12,13 +13,25 @@ import { InspectedState, InvalidStateError, StateInspector } from './state-inspe
 export class StateIngest extends Transform {
   private readonly sha256: Hash = createHash('sha256');
   private readonly md5: Hash = createHash('md5');
-  private readonly inspector = new StateInspector();
+  private readonly inspector: StateInspector;
   private bytes = 0;
   private outcome?: { inspected: InspectedState; sha256: string; md5: string; size: number };
 
-  constructor(private readonly maxBytes: number) {
+  /**
+   * `digestKey`: the graph digest key, for the digests of what `terraform_remote_state` data
+   * sources read. `onBytes` sees each chunk's size before it is inspected (the server-wide
+   * inspection budget); it may throw to refuse the body.
+   */
+  constructor(
+    private readonly maxBytes: number,
+    options: { digestKey?: Buffer | DigestKeys; onBytes?: (n: number) => void } = {},
+  ) {
     super();
+    this.inspector = new StateInspector({ digestKey: options.digestKey });
+    this.onBytes = options.onBytes;
   }
+
+  private readonly onBytes?: (n: number) => void;
 
   override _transform(chunk: Buffer, _enc: BufferEncoding, done: TransformCallback): void {
     this.bytes += chunk.length;
@@ -27,6 +40,7 @@ export class StateIngest extends Transform {
       return;
     }
     try {
+      this.onBytes?.(chunk.length);
       this.inspector.write(chunk);
     } catch (e) {
       done(asStateError(e));
@@ -67,6 +81,9 @@ export function tooLarge(maxBytes: number): DomainError {
 }
 
 function asStateError(e: unknown): Error {
+  if (e instanceof InvalidStateError && e.limit) {
+    return new DomainError('invalid_state', `state refused: ${e.message}`);
+  }
   if (e instanceof InvalidStateError) {
     return new DomainError(
       'invalid_state',

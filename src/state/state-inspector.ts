@@ -4,8 +4,11 @@
  * Pure and dependency-free (node built-ins only) so it can sit on the write path of states of
  * hundreds of MiB: the body is fed chunk by chunk, checked byte by byte by a JSON state machine
  * (RFC 8259 grammar, strict UTF-8) and never kept. Only small top-level values (`version`,
- * `serial`, `lineage`, `terraform_version`, `encryption_version`, the top-level key names) and
- * the raw bytes of the top-level `outputs` value (bounded by `maxOutputsBytes`) are retained.
+ * `serial`, `lineage`, `terraform_version`, `encryption_version`, the top-level key names),
+ * the raw bytes of the top-level `outputs` value (bounded by `maxOutputsBytes`), and what the
+ * remote-state scanner keeps of `terraform_remote_state` data sources (addresses and output
+ * digests, under its own caps: remote-state-scanner.ts) are retained. Each element of
+ * `resources` goes to that scanner as it streams by; none is buffered.
  *
  * Decisions worth knowing:
  * - Invalid UTF-8 inside strings (overlong forms, UTF-16 surrogates, code points past U+10FFFF,
@@ -35,6 +38,12 @@
  *   character and the names of the known top-level keys.
  */
 
+import { digestKeys, DigestKeys } from '../graph/digests';
+import { RemoteStateScanner, RemoteStateSource, StateLimitError } from './remote-state-scanner';
+
+export type { RemoteStateSource } from './remote-state-scanner';
+export { StateLimitError } from './remote-state-scanner';
+
 export interface StateOutput {
   value: unknown;
   type?: unknown;
@@ -54,25 +63,15 @@ export type InspectedState =
     }
   | { kind: 'encrypted'; encryptionVersion: string };
 
-/**
- * A `terraform_remote_state` data source recorded in a state: the backend it read, its
- * configuration (credentials included — a secret to the caller), and every output of the
- * producer as it was when read.
- */
-export interface RemoteStateSource {
-  /** The data source's name (`data.terraform_remote_state.<name>`), with its instance key. */
-  name: string;
-  backend: string;
-  config: Record<string, unknown>;
-  workspace: string | null;
-  outputs: Record<string, unknown>;
-}
-
 /** The body is not an acceptable state; the message says which rule it breaks. */
 export class InvalidStateError extends Error {
   override readonly name = 'InvalidStateError';
 
-  constructor(message: string) {
+  /** `limit`: the body may be a fine state, but it goes over one of this server's limits. */
+  constructor(
+    message: string,
+    readonly limit = false,
+  ) {
     super(message);
   }
 }
@@ -84,11 +83,8 @@ const DEFAULT_MAX_OUTPUTS_BYTES = 64 * 1024 * 1024;
 const MAX_SCALAR_BYTES = 4096;
 /** Raw bytes of all top-level key names together. */
 const MAX_TOP_KEYS_BYTES = 64 * 1024;
-/** A resource larger than this is not looked at for `terraform_remote_state` data sources. */
-const MAX_RESOURCE_BYTES = 32 * 1024 * 1024;
-/** At most this many remote-state data sources are kept. */
-const MAX_REMOTE_STATES = 1000;
-const REMOTE_STATE_MARK = Buffer.from('"terraform_remote_state"');
+/** The digest key when none is given (tests): digests are then only comparable with each other. */
+const NO_KEY = Buffer.alloc(32);
 
 // Parser states.
 const ST_ROOT = 0; // before the root value
@@ -332,20 +328,24 @@ export class StateInspector {
   private outputs: Record<string, StateOutput> | null = null;
   private hasEncryptedData = false;
 
-  // Capture of one element of the top-level "resources" array (looking for remote states).
+  // One element of the top-level "resources" array, streamed to the remote-state scanner.
   private elActive = false;
   private elStart = 0;
-  private elParts: Buffer[] = [];
-  private elLen = 0;
-  private readonly remoteStates: RemoteStateSource[] = [];
+  private readonly scanner: RemoteStateScanner;
   private encryptionVersion: string | null = null;
 
-  constructor(options?: { maxOutputsBytes?: number }) {
+  /**
+   * `digestKey`: the server's graph digest key, for the v2 digests of what each
+   * `terraform_remote_state` data source read (see graph/digests.ts).
+   */
+  constructor(options?: { maxOutputsBytes?: number; digestKey?: Buffer | DigestKeys }) {
     const max = options?.maxOutputsBytes ?? DEFAULT_MAX_OUTPUTS_BYTES;
     if (!Number.isSafeInteger(max) || max < 0) {
       throw new RangeError('maxOutputsBytes must be a non-negative integer');
     }
     this.maxOutputsBytes = max;
+    const key = options?.digestKey ?? NO_KEY;
+    this.scanner = new RemoteStateScanner(Buffer.isBuffer(key) ? digestKeys(key) : key);
   }
 
   write(chunk: Buffer): void {
@@ -355,7 +355,9 @@ export class StateInspector {
     try {
       this.run(chunk);
     } catch (err) {
+      if (err instanceof StateLimitError) this.failure = new InvalidStateError(err.message, true);
       if (err instanceof InvalidStateError) this.failure = err;
+      if (this.failure !== null) throw this.failure;
       throw err;
     }
     this.offset += chunk.length;
@@ -406,7 +408,7 @@ export class StateInspector {
       serial: this.serial,
       lineage: this.lineage,
       outputs: this.outputs ?? {},
-      remoteStates: this.remoteStates,
+      remoteStates: this.scanner.sources,
     };
   }
 
@@ -770,65 +772,22 @@ export class StateInspector {
   // ---------------------------------------------------------------- remote-state data sources
 
   private elementStart(i: number): void {
-    this.elActive = this.remoteStates.length < MAX_REMOTE_STATES;
+    this.elActive = true;
     this.elStart = i;
-    this.elParts = [];
-    this.elLen = 0;
+    this.scanner.beginElement();
   }
 
+  /** End of a chunk inside a resource: its bytes so far (validated) go to the scanner. */
   private carryElement(buf: Buffer): void {
-    const add = buf.length - this.elStart;
-    this.elLen += add;
-    if (this.elLen > MAX_RESOURCE_BYTES) {
-      this.elActive = false; // too large to be looked at; the rest is validated as usual
-      this.elParts = [];
-      return;
-    }
-    if (add > 0) this.elParts.push(Buffer.from(buf.subarray(this.elStart)));
+    this.scanner.feed(buf, this.elStart, buf.length);
     this.elStart = 0;
   }
 
-  /**
-   * A resource ended: keep it when it is a `terraform_remote_state` data source. Resources
-   * that do not even mention the type are dropped without being parsed.
-   */
+  /** A resource ended: the scanner keeps it when it is a `terraform_remote_state` data source. */
   private elementEnd(buf: Buffer, end: number): void {
     this.elActive = false;
-    const tail = buf.subarray(this.elStart, end);
-    if (this.elLen + tail.length > MAX_RESOURCE_BYTES) return;
-    const raw = this.elParts.length === 0 ? tail : Buffer.concat([...this.elParts, tail]);
-    this.elParts = [];
-    if (raw.indexOf(REMOTE_STATE_MARK) < 0) return;
-    let resource: unknown;
-    try {
-      resource = JSON.parse(raw.toString('utf8'));
-    } catch {
-      return; // the byte machine judges validity; this is only a lookup
-    }
-    if (
-      !isPlainObject(resource) ||
-      resource.mode !== 'data' ||
-      resource.type !== 'terraform_remote_state'
-    )
-      return;
-    const baseName = typeof resource.name === 'string' ? resource.name : '?';
-    const instances = Array.isArray(resource.instances) ? resource.instances : [];
-    for (const inst of instances) {
-      if (!isPlainObject(inst) || !isPlainObject(inst.attributes)) continue;
-      const a = inst.attributes;
-      const config = isPlainObject(a.config) && isPlainObject(a.config.value) ? a.config.value : {};
-      const outputs =
-        isPlainObject(a.outputs) && isPlainObject(a.outputs.value) ? a.outputs.value : {};
-      const key = inst.index_key;
-      this.remoteStates.push({
-        name: key === undefined ? baseName : `${baseName}[${JSON.stringify(key)}]`,
-        backend: typeof a.backend === 'string' ? a.backend : '',
-        config,
-        workspace: typeof a.workspace === 'string' ? a.workspace : null,
-        outputs,
-      });
-      if (this.remoteStates.length >= MAX_REMOTE_STATES) return;
-    }
+    this.scanner.feed(buf, this.elStart, end);
+    this.scanner.endElement();
   }
 
   /**

@@ -1,4 +1,5 @@
 import { Module } from '@nestjs/common';
+import { InspectionBudget } from './inspection-budget';
 import { OutputDigester } from './output-digester';
 import { StateRepository } from './state.repository';
 import { StateWriteHooks } from './write-hooks';
@@ -7,7 +8,7 @@ import { UnitsController } from './units.controller';
 
 @Module({
   controllers: [UnitsController],
-  providers: [StateRepository, StateService, OutputDigester, StateWriteHooks],
+  providers: [StateRepository, StateService, OutputDigester, StateWriteHooks, InspectionBudget],
   exports: [StateService, OutputDigester, StateWriteHooks],
 })
 export class StateModule {}

@@ -40,13 +40,19 @@ export interface VersionRow {
   blob_key: string;
   outputs: Record<string, unknown> | null;
   output_digests: Record<string, string> | null;
+  sensitive_outputs: string[] | null;
+  output_set_digest: string | null;
+  public_output_set_digest: string | null;
   created_at: Date;
   created_by: string;
   door: string;
   restored_from: number | null;
 }
 
-export type NewVersion = Omit<VersionRow, 'id' | 'created_at' | 'version'>;
+/** A version to insert; `outputs` may come already serialised (JSON text). */
+export type NewVersion = Omit<VersionRow, 'id' | 'created_at' | 'version' | 'outputs'> & {
+  outputs: Record<string, unknown> | string | null;
+};
 
 export interface StateSummaryRow extends StateRow {
   current_version: number | null;
@@ -91,7 +97,8 @@ function isRetryable(e: unknown): boolean {
 }
 
 const VERSION_COLUMNS = `v.id, v.state_id, v.version, v.serial, v.lineage, v.terraform_version,
-  v.encrypted, v.sha256, v.md5, v.size, v.blob_key, v.outputs, v.output_digests, v.created_at, v.created_by,
+  v.encrypted, v.sha256, v.md5, v.size, v.blob_key, v.outputs, v.output_digests,
+  v.sensitive_outputs, v.output_set_digest, v.public_output_set_digest, v.created_at, v.created_by,
   v.door, v.restored_from`;
 
 /**
@@ -320,8 +327,9 @@ export class StateRepository {
       m,
       `INSERT INTO versions (state_id, version, serial, lineage, terraform_version, encrypted,
                              sha256, md5, size, blob_key, outputs, created_by, door, restored_from,
-                             output_digests)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+                             output_digests, sensitive_outputs, output_set_digest,
+                             public_output_set_digest)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
        RETURNING *`,
       [
         state.id,
@@ -334,11 +342,14 @@ export class StateRepository {
         v.md5,
         v.size,
         v.blob_key,
-        v.outputs === null ? null : JSON.stringify(v.outputs),
+        v.outputs === null || typeof v.outputs === 'string' ? v.outputs : JSON.stringify(v.outputs),
         v.created_by,
         v.door,
         v.restored_from,
         v.output_digests === null ? null : JSON.stringify(v.output_digests),
+        v.sensitive_outputs,
+        v.output_set_digest,
+        v.public_output_set_digest,
       ],
     );
     return rows[0];

@@ -12,7 +12,8 @@ import { feed } from '../common/streams';
 import { assertMayWrite, assertNotLockedByOther } from '../locks/lock-authority';
 import { AuthorizationService, Decider } from '../rbac/authorization.service';
 import { BLOB_STORE, BlobNotFoundError, BlobStore, ByteRange } from '../storage/blob-store';
-import { OutputDigester } from './output-digester';
+import { InspectionBudget, InspectionLease } from './inspection-budget';
+import { OutputDigester, OutputFacts } from './output-digester';
 import { guardWrite } from './serial-guard';
 import { StateWriteHooks, WriteContext } from './write-hooks';
 import { StateIngest, tooLarge } from './state-ingest';
@@ -98,6 +99,7 @@ export class StateService {
     private readonly audit: AuditService,
     private readonly digester: OutputDigester,
     private readonly hooks: StateWriteHooks,
+    private readonly budget: InspectionBudget,
   ) {}
 
   // ---------------------------------------------------------------- units
@@ -330,9 +332,20 @@ export class StateService {
       req.body.resume();
       throw tooLarge(this.config.maxStateBytes);
     }
+    // Room in the server's inspection budget before the body is read (waits, or 503).
+    let lease: InspectionLease;
+    try {
+      lease = await this.budget.acquire(req.contentLength ?? 0);
+    } catch (e) {
+      req.body.resume(); // drained, so the connection can still carry the answer
+      throw e;
+    }
 
     const key = newBlobKey();
-    const ingest = new StateIngest(this.config.maxStateBytes);
+    const ingest = new StateIngest(this.config.maxStateBytes, {
+      digestKey: this.digester.keys,
+      onBytes: (n) => lease.use(n),
+    });
     let stored = false;
     try {
       await this.blobs.put(key, feed(req.body, ingest));
@@ -345,6 +358,15 @@ export class StateService {
         }
       }
       req.verify?.(digest);
+      // Digesting and serialising the outputs is CPU work: done before the transaction, which on
+      // the embedded database holds its only connection.
+      const facts =
+        digest.inspected.kind === 'terraform'
+          ? {
+              ...this.digester.describeOutputs(digest.inspected.outputs),
+              outputsJson: JSON.stringify(digest.inspected.outputs),
+            }
+          : null;
       const ctx: WriteContext = {
         principal: req.principal,
         unit: req.unit,
@@ -354,7 +376,7 @@ export class StateService {
       const prepared = await this.hooks.prepareAll(ctx);
       const outcome = await this.repo.transaction(async (m) => {
         await req.inTransaction?.(m);
-        const result = await this.commitWrite(m, req, key, digest.inspected, digest);
+        const result = await this.commitWrite(m, req, key, digest.inspected, digest, facts);
         if (result.created) {
           this.failpoint('write.before-graph');
           await this.hooks.applyAll(m, { ...ctx, version: result.version }, prepared);
@@ -368,6 +390,8 @@ export class StateService {
     } catch (e) {
       if (stored) await this.deleteBlobs([key]);
       throw e;
+    } finally {
+      lease.release();
     }
   }
 
@@ -377,6 +401,7 @@ export class StateService {
     key: string,
     inspected: InspectedState,
     digest: { sha256: string; md5: string; size: number },
+    facts: (OutputFacts & { outputsJson: string }) | null,
   ): Promise<{ created: boolean; version: VersionRow; pruned: string[] }> {
     const { unit } = await this.repo.ensureUnit(m, req.unit, req.principal.subject);
     const ensured = await this.repo.ensureState(m, unit.id, req.workspace);
@@ -420,9 +445,11 @@ export class StateService {
       md5: digest.md5,
       size: String(digest.size),
       blob_key: key,
-      outputs: inspected.kind === 'terraform' ? inspected.outputs : null,
-      output_digests:
-        inspected.kind === 'terraform' ? this.digester.digestOutputs(inspected.outputs) : null,
+      outputs: facts?.outputsJson ?? null,
+      output_digests: facts?.output_digests ?? null,
+      sensitive_outputs: facts?.sensitive_outputs ?? null,
+      output_set_digest: facts?.output_set_digest ?? null,
+      public_output_set_digest: facts?.public_output_set_digest ?? null,
       created_by: req.principal.subject,
       door: req.door,
       restored_from: null,
@@ -826,13 +853,15 @@ export class StateService {
     n: number,
   ): Promise<{ inspected: InspectedState; sha256: string } | undefined> {
     if (!this.hooks.any) return undefined;
+    const m = this.repo.manager;
+    const unit = await this.repo.findUnit(m, addr.unit);
+    const state = unit && (await this.repo.findState(m, unit.id, addr.workspace));
+    const version = state && (await this.repo.findVersion(m, state.id, n));
+    if (!version) return undefined;
+    // Inspecting it counts against the server's inspection budget like a write (503 when full).
+    const lease = await this.budget.acquire(Number(version.size));
     try {
-      const m = this.repo.manager;
-      const unit = await this.repo.findUnit(m, addr.unit);
-      const state = unit && (await this.repo.findState(m, unit.id, addr.workspace));
-      const version = state && (await this.repo.findVersion(m, state.id, n));
-      if (!version) return undefined;
-      const inspector = new StateInspector();
+      const inspector = new StateInspector({ digestKey: this.digester.keys });
       for await (const chunk of await this.blobs.get(version.blob_key)) {
         inspector.write(chunk as Buffer);
       }
@@ -840,6 +869,8 @@ export class StateService {
     } catch (e) {
       this.logger.warn({ err: e }, 'could not read back a version being restored');
       return undefined;
+    } finally {
+      lease.release();
     }
   }
 

@@ -28,6 +28,7 @@ function tfstate(
   serial: number,
   outputs: Record<string, unknown>,
   remotes: Remote[] = [],
+  sensitive: string[] = [],
 ): string {
   return JSON.stringify(
     {
@@ -38,7 +39,11 @@ function tfstate(
       outputs: Object.fromEntries(
         Object.entries(outputs).map(([k, v]) => [
           k,
-          { value: v, type: typeof v === 'string' ? 'string' : 'dynamic' },
+          {
+            value: v,
+            type: typeof v === 'string' ? 'string' : 'dynamic',
+            ...(sensitive.includes(k) ? { sensitive: true } : {}),
+          },
         ]),
       ),
       resources: remotes.map((r) => ({
@@ -79,6 +84,7 @@ interface Status {
     status: string;
     changed: string[];
     staleSince: number | null;
+    sensitiveOutputs: 'compared' | 'excluded';
   }[];
   redUpstream: { unit: string; workspace: string }[];
   hiddenRedUpstream: number;
@@ -96,6 +102,7 @@ interface Graph {
     status: string;
     changed: string[];
     producerVersion: number | null;
+    sensitiveOutputs: 'compared' | 'excluded';
   }[];
   cycles: { unit: string; workspace: string }[][];
 }
@@ -134,6 +141,7 @@ describe('dependency graph', () => {
     outputs: Record<string, unknown>,
     remotes: Remote[] = [],
     token = server.token,
+    sensitive: string[] = [],
   ): Promise<number> {
     const serial = (serials.get(unit) ?? 0) + 1;
     serials.set(unit, serial);
@@ -143,7 +151,7 @@ describe('dependency graph', () => {
         Authorization: `Basic ${Buffer.from(`tf:${token}`).toString('base64')}`,
         'Content-Type': 'application/json',
       },
-      body: tfstate(`lineage-${unit}`, serial, outputs, remotes),
+      body: tfstate(`lineage-${unit}`, serial, outputs, remotes, sensitive),
     });
     answers.push(await r.text());
     return r.status;
@@ -528,6 +536,7 @@ describe('dependency graph', () => {
   describe('visibility and RBAC', () => {
     let viewer: string;
     let writer: string;
+    let guesser: string;
 
     beforeAll(async () => {
       const token = async (name: string): Promise<string> => {
@@ -537,6 +546,7 @@ describe('dependency graph', () => {
       };
       viewer = await token('viewer');
       writer = await token('writer');
+      guesser = await token('guesser');
       const admin = await token('admin');
       expect((await api('POST', '/v1/rbac/init', { admin: { subject: 'svc:admin' } })).status).toBe(
         201,
@@ -552,6 +562,15 @@ describe('dependency graph', () => {
       };
       await grant('apps-graph', 'svc:viewer', [
         { effect: 'allow', actions: ['graph.read'], resources: ['apps/**'] },
+      ]);
+      // May read platform/secrets' outputs, but not its sensitive ones.
+      await grant('guesser', 'svc:guesser', [
+        {
+          effect: 'allow',
+          actions: ['unit.read', 'unit.write', 'unit.create', 'graph.read'],
+          resources: ['guess/**'],
+        },
+        { effect: 'allow', actions: ['outputs.read', 'graph.read'], resources: ['platform/**'] },
       ]);
       await grant('apps-writer', 'svc:writer', [
         {
@@ -613,6 +632,78 @@ describe('dependency graph', () => {
           )
         ).status,
       ).toBe(403);
+    });
+
+    it('a writer who may not read a producer’s sensitive outputs learns nothing from a guess: right and wrong give the same colour, producerVersion and staleSince', async () => {
+      const producer = 'platform/secrets';
+      const write3 = (pw: string, endpoint = 'db.internal') =>
+        write(producer, { endpoint, db_password: pw }, [], server.token, ['db_password']);
+      expect(await write3('s1')).toBe(200); // version 1: the password a past guess targets
+      expect(await write3('s2')).toBe(200); // version 2: the current one
+      const claims = { right: 's2', wrong: 'not-the-password', past: 's1' };
+      const remoteFor = (pw: string) =>
+        httpRemote('db', producer, { endpoint: 'db.internal', db_password: pw });
+      for (const [name, pw] of Object.entries(claims)) {
+        expect(await write(`guess/${name}`, { x: 1 }, [remoteFor(pw)], guesser)).toBe(200);
+      }
+      const observe = async () => {
+        const g = await graph('?prefix=guess/');
+        const seen: Record<string, unknown> = {};
+        for (const name of Object.keys(claims)) {
+          const s = await status(`guess/${name}`);
+          const e = g.edges.find((x) => x.consumer.unit === `guess/${name}`);
+          seen[name] = {
+            status: s.status,
+            input: s.inputs.map((i) => [i.status, i.changed, i.staleSince, i.sensitiveOutputs]),
+            producerVersion: e?.producerVersion,
+            edge: [e?.status, e?.changed, e?.sensitiveOutputs],
+          };
+        }
+        return seen;
+      };
+      const first = await observe();
+      expect(first.right).toEqual({
+        status: 'green',
+        input: [['ok', [], null, 'excluded']],
+        producerVersion: 2,
+        edge: ['ok', [], 'excluded'],
+      });
+      expect(first.wrong).toEqual(first.right);
+      expect(first.past).toEqual(first.right);
+
+      // The password changes (version 3): still nothing to tell the guesses apart.
+      expect(await write3('s3')).toBe(200);
+      const second = await observe();
+      expect(second.right).toEqual(first.right);
+      expect(second.wrong).toEqual(first.right);
+      expect(second.past).toEqual(first.right);
+
+      // An output they may read changes (version 4): all red alike, stale since 4.
+      expect(await write3('s3', 'db2.internal')).toBe(200);
+      const third = await observe();
+      expect(third.right).toEqual({
+        status: 'red',
+        input: [['stale', ['endpoint'], 4, 'excluded']],
+        producerVersion: 2, // the newest version whose readable outputs they read, at their write
+        edge: ['stale', ['endpoint'], 'excluded'],
+      });
+      expect(third.wrong).toEqual(third.right);
+      expect(third.past).toEqual(third.right);
+
+      // A writer who may read them has them compared: a wrong password is a stale edge.
+      expect(
+        await write('guess/admin', { x: 1 }, [
+          httpRemote('db', producer, { endpoint: 'db2.internal', db_password: 'wrong' }),
+        ]),
+      ).toBe(200);
+      const admin = await status('guess/admin');
+      expect(admin.inputs).toEqual([
+        expect.objectContaining({
+          status: 'stale',
+          changed: ['db_password'],
+          sensitiveOutputs: 'compared',
+        }),
+      ]);
     });
 
     it('a writer who may not read a producer’s outputs cannot plant an edge to it', async () => {

@@ -17,6 +17,7 @@ import { RbacRepository } from '../../src/rbac/rbac.repository';
 import { RbacService } from '../../src/rbac/rbac.service';
 import { StateRepository } from '../../src/state/state.repository';
 import { StateService } from '../../src/state/state.service';
+import { InspectionBudget } from '../../src/state/inspection-budget';
 import { OutputDigester } from '../../src/state/output-digester';
 import { StateWriteHooks } from '../../src/state/write-hooks';
 import { BlobStore } from '../../src/storage/blob-store';
@@ -88,6 +89,7 @@ export function buildServices(
     audit,
     digester,
     new StateWriteHooks(),
+    new InspectionBudget(config),
   );
   const locks = new LocksService(new LockRepository(ds), states, authz, audit);
   const rbac = new RbacService(rbacRepo, authz, cache, audit);

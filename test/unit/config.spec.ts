@@ -480,3 +480,33 @@ describe('graph and testing settings', () => {
     );
   });
 });
+
+describe('STATEHOUSE_INSPECTION_MAX_BYTES and STATEHOUSE_INSPECTION_QUEUE', () => {
+  it('default to twice the largest state and 32 waiting writes', () => {
+    expect(loadConfig({}).inspection).toEqual({ maxBytes: 1024 * 1024 * 1024, queue: 32 });
+    expect(loadConfig({ STATEHOUSE_MAX_STATE_BYTES: '64MiB' }).inspection.maxBytes).toBe(
+      128 * 1024 * 1024,
+    );
+  });
+
+  it('are read as a size and a count', () => {
+    const c = loadConfig({
+      STATEHOUSE_INSPECTION_MAX_BYTES: '3GiB',
+      STATEHOUSE_INSPECTION_QUEUE: '0',
+    });
+    expect(c.inspection).toEqual({ maxBytes: 3 * 1024 ** 3, queue: 0 });
+  });
+
+  it('refuse a budget smaller than the largest state, and nonsense, naming the variable', () => {
+    expect(
+      configError({ STATEHOUSE_MAX_STATE_BYTES: '64MiB', STATEHOUSE_INSPECTION_MAX_BYTES: '32MiB' })
+        .message,
+    ).toContain('STATEHOUSE_INSPECTION_MAX_BYTES must be at least STATEHOUSE_MAX_STATE_BYTES');
+    expect(configError({ STATEHOUSE_INSPECTION_MAX_BYTES: 'lots' }).message).toContain(
+      'STATEHOUSE_INSPECTION_MAX_BYTES',
+    );
+    expect(configError({ STATEHOUSE_INSPECTION_QUEUE: '-1' }).message).toContain(
+      'STATEHOUSE_INSPECTION_QUEUE',
+    );
+  });
+});

@@ -25,6 +25,7 @@ const edge = (
   outputs: null,
   input: null,
   recorded,
+  sensitiveExcluded: false,
   recordedAt: '2026-01-01T00:00:00Z',
   ...extra,
 });
@@ -32,6 +33,21 @@ const producers = (m: Record<string, Record<string, string> | undefined>) =>
   new Map(Object.entries(m).map(([k, d]) => [`${k}#default`, d ? { version: 1, digests: d } : {}]));
 
 describe('edge status', () => {
+  it('an edge that excludes sensitive outputs never compares one the producer marks sensitive', () => {
+    const producer = { version: 3, digests: { vpc: 'a', pw: 'secret' }, sensitive: ['pw'] };
+    const right = edge('net', 'app', { vpc: 'a', pw: 'secret' }, { sensitiveExcluded: true });
+    const wrong = edge('net', 'app', { vpc: 'a', pw: 'guess' }, { sensitiveExcluded: true });
+    expect(edgeStatus(right, producer)).toEqual({ status: 'ok', changed: [] });
+    expect(edgeStatus(wrong, producer)).toEqual(edgeStatus(right, producer));
+    const declared = edge('net', 'app', { vpc: 'a' }, { sensitiveExcluded: true, outputs: ['pw'] });
+    expect(edgeStatus(declared, producer)).toEqual({ status: 'ok', changed: [] });
+    // An edge that may compare them does: a changed sensitive output makes it stale.
+    expect(edgeStatus({ ...wrong, sensitiveExcluded: false }, producer)).toEqual({
+      status: 'stale',
+      changed: ['pw'],
+    });
+  });
+
   it('ok when every output the consumer read is unchanged, stale naming what changed, unknown when the producer is gone', () => {
     const e = edge('net', 'app', { vpc: 'a', subnets: 'b' });
     expect(edgeStatus(e, { version: 3, digests: { vpc: 'a', subnets: 'b', extra: 'z' } })).toEqual({

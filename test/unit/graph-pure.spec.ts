@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { canonicalJson, outputDigests } from '../../src/graph/digests';
+import { digestKeys, outputDigests } from '../../src/graph/digests';
 import { resolveRemoteState, SelfAddresses } from '../../src/graph/remote-config';
 import { StateInspector } from '../../src/state/state-inspector';
 import { FIXTURES } from '../support/paths';
@@ -12,21 +12,24 @@ const SELF: SelfAddresses = {
 };
 
 describe('output digests', () => {
-  it('canonical JSON ignores key order and keeps types apart', () => {
-    expect(canonicalJson({ b: 1, a: [true, null, 'x'] })).toBe('{"a":[true,null,"x"],"b":1}');
-    expect(canonicalJson({ a: 1, b: 2 })).toBe(canonicalJson({ b: 2, a: 1 }));
-    expect(canonicalJson('1')).not.toBe(canonicalJson(1));
+  it('keep types apart and ignore key order', () => {
+    const k = digestKeys(Buffer.alloc(32, 1));
+    const d = (v: unknown) => outputDigests(k, { v }).v;
+    expect(d({ b: 1, a: [true, null, 'x'] })).toBe(d({ a: [true, null, 'x'], b: 1 }));
+    expect(d('1')).not.toBe(d(1));
+    expect(d([])).not.toBe(d({}));
+    expect(d(null)).not.toBe(d('null'));
   });
 
   it('equal values give equal digests; different values or keys give different ones', () => {
-    const k1 = Buffer.alloc(32, 1);
-    const k2 = Buffer.alloc(32, 2);
+    const k1 = digestKeys(Buffer.alloc(32, 1));
+    const k2 = digestKeys(Buffer.alloc(32, 2));
     const a = outputDigests(k1, { vpc: { id: 'v', cidr: '10.0.0.0/16' } });
     const b = outputDigests(k1, { vpc: { cidr: '10.0.0.0/16', id: 'v' } });
     expect(a).toEqual(b);
     expect(outputDigests(k1, { vpc: 'other' }).vpc).not.toBe(a.vpc);
     expect(outputDigests(k2, { vpc: { id: 'v', cidr: '10.0.0.0/16' } }).vpc).not.toBe(a.vpc);
-    expect(a.vpc).toMatch(/^[0-9a-f]{64}$/);
+    expect(a.vpc).toMatch(/^v2:[0-9a-f]{64}$/);
   });
 });
 

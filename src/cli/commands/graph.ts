@@ -22,6 +22,8 @@ interface Input {
   status: string;
   changed: string[];
   staleSince: number | null;
+  /** `excluded`: judged without the producer's sensitive outputs (the author may not read them). */
+  sensitiveOutputs?: 'compared' | 'excluded';
 }
 
 interface UnitStatus extends Ref {
@@ -58,9 +60,10 @@ const ref = (r: Ref | { hidden: true }): string =>
   'hidden' in r ? '(hidden)' : r.workspace === 'default' ? r.unit : `${r.unit} [${r.workspace}]`;
 
 function why(i: Input): string {
-  if (i.status !== 'stale') return i.status;
+  const excluded = i.sensitiveOutputs === 'excluded' ? ' (sensitive outputs not compared)' : '';
+  if (i.status !== 'stale') return `${i.status}${excluded}`;
   const since = i.staleSince === null ? '' : ` since version ${i.staleSince}`;
-  return `stale: ${i.changed.join(', ')} changed${since}`;
+  return `stale: ${i.changed.join(', ')} changed${since}${excluded}`;
 }
 
 function printCycles(cycles: Ref[][]): void {

@@ -145,6 +145,12 @@ export class EdgeViewDoc {
     description: 'The producer version whose outputs the consumer read',
   })
   producerVersion!: number | null;
+  @ApiProperty({
+    enum: ['compared', 'excluded'],
+    description:
+      'excluded: the edge’s author (the consumer’s writer, or who declared it) may not read the producer’s sensitive outputs, so the edge is judged on its other outputs only — a sensitive output never changes its status, producer version or staleSince',
+  })
+  sensitiveOutputs!: string;
   @ApiProperty()
   recordedAt!: string;
 }
@@ -195,6 +201,12 @@ export class InputViewDoc {
     description: 'Stale: the first producer version whose outputs differ from what was read',
   })
   staleSince!: number | null;
+  @ApiProperty({
+    enum: ['compared', 'excluded'],
+    description:
+      'excluded: the edge’s author (the consumer’s writer, or who declared it) may not read the producer’s sensitive outputs, so the edge is judged on its other outputs only — a sensitive output never changes its status, producer version or staleSince',
+  })
+  sensitiveOutputs!: string;
 }
 
 export class UnitStatusViewDoc extends NodeRefView {

@@ -48,6 +48,13 @@ export class GraphEdgeEntity {
   @Column({ type: 'jsonb', default: () => "'{}'" })
   recorded!: Record<string, string>;
 
+  /**
+   * The edge's author (the consumer's writer, or the declarer) may not read the producer's
+   * sensitive outputs: they are left out of every comparison of this edge.
+   */
+  @Column({ name: 'sensitive_excluded', type: 'boolean', default: false })
+  sensitiveExcluded!: boolean;
+
   /** The producer's version whose outputs those were (null when no kept version matches). */
   @Column({ name: 'producer_version', type: 'integer', nullable: true })
   producerVersion!: number | null;

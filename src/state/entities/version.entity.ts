@@ -4,6 +4,8 @@ import type { StateEntity } from './state.entity';
 /** An immutable accepted write of one state. Never updated; removed only by retention or purge. */
 @Entity({ name: 'versions' })
 @Index('uq_versions_state_version', ['stateId', 'version'], { unique: true })
+@Index('ix_versions_output_set', ['stateId', 'outputSetDigest', 'version'])
+@Index('ix_versions_public_output_set', ['stateId', 'publicOutputSetDigest', 'version'])
 export class VersionEntity {
   @PrimaryGeneratedColumn('uuid', { primaryKeyConstraintName: 'pk_versions' })
   id!: string;
@@ -56,6 +58,20 @@ export class VersionEntity {
   /** Keyed digests of each output value (the dependency graph compares them, never values). */
   @Column({ name: 'output_digests', type: 'jsonb', nullable: true })
   outputDigests!: Record<string, string> | null;
+
+  /** Names of the outputs marked sensitive (left out for readers without `outputs.read-sensitive`). */
+  @Column({ name: 'sensitive_outputs', type: 'text', array: true, nullable: true })
+  sensitiveOutputs!: string[] | null;
+
+  /**
+   * One digest of all output digests, and of those of the non-sensitive outputs: "the newest
+   * version whose outputs a consumer read" is then an index lookup, whatever the history.
+   */
+  @Column({ name: 'output_set_digest', type: 'text', nullable: true })
+  outputSetDigest!: string | null;
+
+  @Column({ name: 'public_output_set_digest', type: 'text', nullable: true })
+  publicOutputSetDigest!: string | null;
 
   @Column({ name: 'created_at', type: 'timestamptz', default: () => 'now()' })
   createdAt!: Date;
