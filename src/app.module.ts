@@ -27,7 +27,6 @@ export class AppModule {
       imports: [
         ConfigModule.forRoot(config),
         LoggerModule.forRoot(appLoggerParams(config)),
-        MetricsModule,
         DatabaseModule,
         StorageModule,
         AuditModule,
@@ -39,6 +38,7 @@ export class AppModule {
         S3Module,
         GraphModule,
         HealthModule,
+        MetricsModule,
       ],
       providers: [
         { provide: APP_FILTER, useClass: ApiExceptionFilter },

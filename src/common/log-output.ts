@@ -102,7 +102,8 @@ export function formatLogLine(record: LogRecord, colour: boolean): string {
   }
   const err = record.err as { type?: unknown; message?: unknown; stack?: unknown } | undefined;
   if (err && typeof err === 'object') {
-    const where = typeof err.stack === 'string' ? /\n\s+at (.+)/.exec(err.stack)?.[1] : undefined;
+    const where =
+      typeof err.stack === 'string' ? /\n[ \t]+at (.+)/.exec(err.stack)?.[1] : undefined;
     parts.push(
       printable(
         `— ${asText(err.type ?? 'Error')}: ${asText(err.message ?? '')}${where ? ` (at ${where})` : ''}`,

@@ -246,15 +246,26 @@ export function authFailureReason(
   const bracketed = /\(([a-z_]+)\)\s*$/.exec(reason)?.[1];
   const byToken = bracketed === undefined ? undefined : TOKEN_FAILURES[bracketed];
   if (byToken) return byToken;
-  if (/^authentication required|anonymous access|needs? (its|their) session token/i.test(reason))
-    return 'missing';
-  if (/\b(has expired|expired)\b/i.test(reason)) return 'expired';
-  if (/\b(revoked|already used|has ended)\b/i.test(reason)) return 'revoked';
-  if (/\bsignature\b/i.test(reason)) return 'bad_signature';
-  if (/\b(unknown|not valid|invalid|not a statehouse|not one this server issued)\b/i.test(reason))
-    return 'invalid';
+  for (const [pattern, label] of REASON_PATTERNS) if (pattern.test(reason)) return label;
   return 'other';
 }
+
+/** What the failed checks' messages say, tried in order (the first match decides). */
+const REASON_PATTERNS: [RegExp, AuthFailureReason][] = [
+  [/^authentication required|anonymous access|need their session token|carries no aws/i, 'missing'],
+  [/not valid yet/i, 'clock_skew'],
+  [/\bexpired\b/i, 'expired'],
+  [/\brevoked\b|already used|has ended/i, 'revoked'],
+  [
+    /malformed|not signed|must be signed|requires a valid|must be less than|missing required/i,
+    'malformed',
+  ],
+  [/\bsignature\b/i, 'bad_signature'],
+  [
+    /unknown|not valid|invalid|not a statehouse|not one this server issued|another issuer|does not match/i,
+    'invalid',
+  ],
+];
 
 /** Authorization decisions: allowed or refused. */
 export const AUTHZ_RESULTS = ['allow', 'deny'] as const;

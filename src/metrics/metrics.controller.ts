@@ -31,6 +31,9 @@ export class MetricsController {
   })
   async metricsText(@Res() res: Response): Promise<void> {
     const { contentType, body } = await this.metrics.exposition();
-    res.status(200).set({ 'Content-Type': contentType, 'Cache-Control': 'no-store' }).send(body);
+    // As the registry names it (Express's `send` would rewrite the parameters' order).
+    res.status(200).setHeader('Content-Type', contentType);
+    res.setHeader('Cache-Control', 'no-store');
+    res.end(body);
   }
 }
