@@ -48,7 +48,7 @@ export class MetricsSources implements OnModuleInit {
       async collect() {
         const r = await held.get();
         if (r) this.set(r.value.held);
-        else this.reset();
+        else this.remove(); // no sample: unknown is not 0 (reset() would show 0)
       },
     });
     new Gauge({
@@ -57,7 +57,7 @@ export class MetricsSources implements OnModuleInit {
       registers,
       async collect() {
         const r = await held.get();
-        if (!r) this.reset();
+        if (!r) this.remove();
         else if (r.value.held === 0) this.set(0);
         else this.set(r.value.oldestAgeSeconds + (Date.now() - r.at) / 1000);
       },
@@ -76,7 +76,7 @@ export class MetricsSources implements OnModuleInit {
         collect() {
           const use = poolUse(db);
           if (use) this.set(read(use));
-          else this.reset();
+          else this.remove();
         },
       });
     };

@@ -1,11 +1,13 @@
 import { Logger } from '@nestjs/common';
 import fc from 'fast-check';
 import { Readable } from 'node:stream';
+import type { DataSource } from 'typeorm';
 import type { ExecutionContext } from '@nestjs/common';
 import { AuditService } from '../../src/audit/audit.service';
 import type { SecurityEvent } from '../../src/audit/security-event';
 import { DomainError } from '../../src/common/errors';
 import { loadConfig } from '../../src/config/config';
+import type { LocksService } from '../../src/locks/locks.service';
 import { CachedReading } from '../../src/metrics/cached-reading';
 import {
   AUTH_FAILURE_REASONS,
@@ -20,6 +22,7 @@ import {
   s3Operation,
   statusIndex,
 } from '../../src/metrics/metric-labels';
+import { MetricsSources } from '../../src/metrics/metrics-sources';
 import { MetricsTokenGuard } from '../../src/metrics/metrics-token.guard';
 import { MetricsService } from '../../src/metrics/metrics.service';
 import { BlobNotFoundError, BlobStore } from '../../src/storage/blob-store';
@@ -506,5 +509,70 @@ describe('MetricsTokenGuard', () => {
       ['auth.failed', 'missing'],
     ]);
     expect(JSON.stringify(events)).not.toContain(TOKEN.slice(1));
+  });
+});
+
+describe('MetricsSources', () => {
+  class LossyAudit extends AuditService {
+    override lost() {
+      return { queueFull: 7, unstorable: 2, atShutdown: 0 };
+    }
+  }
+
+  async function scrapeWith(options: {
+    held: () => Promise<{ held: number; oldestAgeSeconds: number }>;
+    pool?: {
+      totalCount: number;
+      idleCount: number;
+      waitingCount: number;
+      options: { max: number };
+    };
+  }) {
+    const metrics = new MetricsService();
+    const audit = new LossyAudit();
+    const locks = { heldSummary: options.held } as unknown as LocksService;
+    const db = { driver: { master: options.pool } } as unknown as DataSource;
+    new MetricsSources(metrics, locks, audit, db).onModuleInit();
+    audit.record({
+      type: 'auth.failed',
+      actor: 'anonymous',
+      outcome: 'denied',
+      door: 's3',
+      details: { code: 'ExpiredToken', reason: 'The provided token has expired.' },
+    });
+    audit.record({ type: 'state.read', actor: 'svc:x', outcome: 'success', door: 's3' });
+    return parseExposition((await metrics.exposition()).body);
+  }
+
+  it('reads held locks, the pool and the audit losses at scrape time; counts auth.failed events', async () => {
+    const s = await scrapeWith({
+      held: () => Promise.resolve({ held: 3, oldestAgeSeconds: 4000 }),
+      pool: { totalCount: 4, idleCount: 1, waitingCount: 2, options: { max: 10 } },
+    });
+    expect(valueOf(s, 'statehouse_locks_held')).toBe(3);
+    expect(valueOf(s, 'statehouse_lock_oldest_age_seconds')).toBeGreaterThanOrEqual(4000);
+    expect(valueOf(s, 'statehouse_db_pool_connections')).toBe(4);
+    expect(valueOf(s, 'statehouse_db_pool_idle_connections')).toBe(1);
+    expect(valueOf(s, 'statehouse_db_pool_waiting_clients')).toBe(2);
+    expect(valueOf(s, 'statehouse_db_pool_max_connections')).toBe(10);
+    expect(valueOf(s, 'statehouse_audit_events_lost_total', { reason: 'queue_full' })).toBe(7);
+    expect(valueOf(s, 'statehouse_audit_events_lost_total', { reason: 'unstorable' })).toBe(2);
+    expect(valueOf(s, 'statehouse_auth_failures_total', { door: 's3', reason: 'expired' })).toBe(1);
+    const failures = s.filter((x) => x.name === 'statehouse_auth_failures_total');
+    expect(failures.reduce((n, x) => n + x.value, 0)).toBe(1);
+  });
+
+  it('shows no lock or pool value it could not read (a gap, not a wrong number)', async () => {
+    const s = await scrapeWith({ held: () => Promise.reject(new Error('database down')) });
+    for (const name of ['statehouse_locks_held', 'statehouse_lock_oldest_age_seconds']) {
+      expect(valueOf(s, name)).toBeUndefined();
+    }
+    expect(valueOf(s, 'statehouse_db_pool_connections')).toBeUndefined();
+  });
+
+  it('shows an oldest-lock age of 0 when no lock is held', async () => {
+    const s = await scrapeWith({ held: () => Promise.resolve({ held: 0, oldestAgeSeconds: 0 }) });
+    expect(valueOf(s, 'statehouse_locks_held')).toBe(0);
+    expect(valueOf(s, 'statehouse_lock_oldest_age_seconds')).toBe(0);
   });
 });
