@@ -33,14 +33,14 @@ export function doorOfUnroutedPath(url: string): DoorLabel {
 
 /**
  * The `status` label: the class of the answer's status code, or `aborted` when the connection
- * closed before the answer was complete (the client went away, or a streamed body failed).
+ * closed before the server answered at all (the client gave up waiting).
  */
 export const STATUS_LABELS = ['2xx', '3xx', '4xx', '5xx', 'aborted'] as const;
 export type StatusLabel = (typeof STATUS_LABELS)[number];
 
 /** Index into STATUS_LABELS (so a series can be kept per class without building a string). */
-export function statusIndex(statusCode: number, finished: boolean): number {
-  if (!finished) return 4;
+export function statusIndex(statusCode: number, answered: boolean): number {
+  if (!answered) return 4;
   if (statusCode < 300) return 0;
   if (statusCode < 400) return 1;
   if (statusCode < 500) return 2;
@@ -203,32 +203,36 @@ export const AUTH_FAILURE_REASONS = [
 export type AuthFailureReason = (typeof AUTH_FAILURE_REASONS)[number];
 
 /** The reasons of a rejected token (`TokenRejected.reason`, shown in brackets after the message). */
-const TOKEN_FAILURES: Record<string, AuthFailureReason> = {
-  malformed: 'malformed',
-  bad_algorithm: 'malformed',
-  unknown_key: 'invalid',
-  bad_signature: 'bad_signature',
-  expired: 'expired',
-  not_yet_valid: 'expired',
-  wrong_issuer: 'invalid',
-  wrong_audience: 'invalid',
-  missing_claim: 'invalid',
-  session_mismatch: 'invalid',
-  revoked: 'revoked',
-};
+const TOKEN_FAILURES = new Map<string, AuthFailureReason>(
+  Object.entries({
+    malformed: 'malformed',
+    bad_algorithm: 'malformed',
+    unknown_key: 'invalid',
+    bad_signature: 'bad_signature',
+    expired: 'expired',
+    not_yet_valid: 'expired',
+    wrong_issuer: 'invalid',
+    wrong_audience: 'invalid',
+    missing_claim: 'invalid',
+    session_mismatch: 'invalid',
+    revoked: 'revoked',
+  }),
+);
 
 /** S3 error codes of authentication failures that name their reason unambiguously. */
-const S3_AUTH_CODES: Record<string, AuthFailureReason> = {
-  InvalidAccessKeyId: 'invalid',
-  SignatureDoesNotMatch: 'bad_signature',
-  ExpiredToken: 'expired',
-  RequestTimeTooSkewed: 'clock_skew',
-  AuthorizationHeaderMalformed: 'malformed',
-  InvalidRequest: 'malformed',
-  InvalidArgument: 'malformed',
-  InvalidToken: 'invalid',
-  MissingSecurityHeader: 'missing',
-};
+const S3_AUTH_CODES = new Map<string, AuthFailureReason>(
+  Object.entries({
+    InvalidAccessKeyId: 'invalid',
+    SignatureDoesNotMatch: 'bad_signature',
+    ExpiredToken: 'expired',
+    RequestTimeTooSkewed: 'clock_skew',
+    AuthorizationHeaderMalformed: 'malformed',
+    InvalidRequest: 'malformed',
+    InvalidArgument: 'malformed',
+    InvalidToken: 'invalid',
+    MissingSecurityHeader: 'missing',
+  }),
+);
 
 /**
  * The reason label of an `auth.failed` security event, from what every such event carries: the
@@ -239,12 +243,12 @@ export function authFailureReason(
   details: Record<string, string | number | boolean | null> | undefined,
 ): AuthFailureReason {
   const code = typeof details?.code === 'string' ? details.code : undefined;
-  const byCode = code === undefined ? undefined : S3_AUTH_CODES[code];
+  const byCode = code === undefined ? undefined : S3_AUTH_CODES.get(code);
   if (byCode) return byCode;
   const reason = typeof details?.reason === 'string' ? details.reason : '';
   if (/\breplay\b/i.test(reason)) return 'replay';
   const bracketed = /\(([a-z_]+)\)\s*$/.exec(reason)?.[1];
-  const byToken = bracketed === undefined ? undefined : TOKEN_FAILURES[bracketed];
+  const byToken = bracketed === undefined ? undefined : TOKEN_FAILURES.get(bracketed);
   if (byToken) return byToken;
   for (const [pattern, label] of REASON_PATTERNS) if (pattern.test(reason)) return label;
   return 'other';

@@ -211,12 +211,19 @@ describe('a scrape after a workload through every door', () => {
     expect((await api('GET', '/v1/no-such-route')).status).toBe(400);
 
     // Two locks are held now (the S3 door's and the backend's). The lock gauges are read at
-    // most every 5 s: wait for a reading taken after the workload.
+    // most every 5 s, and a request is recorded once its answer is out (which its client may
+    // see first): wait for a scrape that has both the locks and the last request.
     const deadline = Date.now() + 30_000;
     for (;;) {
       ({ text, samples: after } = await scrape());
-      if (valueOf(after, 'statehouse_locks_held') === 2 || Date.now() > deadline) break;
-      await new Promise((r) => setTimeout(r, 500));
+      const last = delta('statehouse_http_request_duration_seconds_count', {
+        door: 'api',
+        operation: 'unrouted',
+        status: '4xx',
+      });
+      if (valueOf(after, 'statehouse_locks_held') === 2 && last === 1) break;
+      if (Date.now() > deadline) break;
+      await new Promise((r) => setTimeout(r, 200));
     }
   });
 

@@ -1,11 +1,14 @@
 import { Logger } from '@nestjs/common';
 import fc from 'fast-check';
+import type { Request, Response } from 'express';
+import { EventEmitter } from 'node:events';
 import { Readable } from 'node:stream';
 import type { DataSource } from 'typeorm';
 import type { ExecutionContext } from '@nestjs/common';
 import { AuditService } from '../../src/audit/audit.service';
 import type { SecurityEvent } from '../../src/audit/security-event';
 import { DomainError } from '../../src/common/errors';
+import { RequestContext, runWithRequestContext } from '../../src/common/request-context';
 import { loadConfig } from '../../src/config/config';
 import type { LocksService } from '../../src/locks/locks.service';
 import { CachedReading } from '../../src/metrics/cached-reading';
@@ -25,6 +28,7 @@ import {
 import { MetricsSources } from '../../src/metrics/metrics-sources';
 import { MetricsTokenGuard } from '../../src/metrics/metrics-token.guard';
 import { MetricsService } from '../../src/metrics/metrics.service';
+import { requestMetrics } from '../../src/metrics/request-metrics';
 import { BlobNotFoundError, BlobStore } from '../../src/storage/blob-store';
 import { MemoryBlobStore } from '../../src/storage/memory-blob.store';
 import { ObservedBlobStore } from '../../src/storage/observed-blob.store';
@@ -139,7 +143,7 @@ describe('door of a request no route took, and the status class', () => {
     expect(doorOfUnroutedPath('/nope')).toBe('api');
   });
 
-  it('classes statuses, and calls an unfinished answer aborted', () => {
+  it('classes statuses, and calls a request closed before any answer aborted', () => {
     expect([200, 204, 304, 404, 423, 500, 503].map((s) => statusIndex(s, true))).toEqual([
       0, 0, 1, 2, 2, 3, 3,
     ]);
@@ -234,6 +238,9 @@ describe('authFailureReason', () => {
     ],
     [{ endpoint: 'metrics', reason: 'the metrics token is not valid' }, 'invalid'],
     [{ reason: 'something nobody wrote yet' }, 'other'],
+    // Names an object has without being given them are not table entries.
+    [{ code: '__proto__', reason: 'x (constructor)' }, 'other'],
+    [{ code: 'toString', reason: 'x (__proto__)' }, 'other'],
     [undefined, 'other'],
   ] as const)('%j is %s', (details, reason) => {
     expect(authFailureReason(details)).toBe(reason);
@@ -574,5 +581,54 @@ describe('MetricsSources', () => {
     const s = await scrapeWith({ held: () => Promise.resolve({ held: 0, oldestAgeSeconds: 0 }) });
     expect(valueOf(s, 'statehouse_locks_held')).toBe(0);
     expect(valueOf(s, 'statehouse_lock_oldest_age_seconds')).toBe(0);
+  });
+});
+
+describe('requestMetrics', () => {
+  function request(url: string, method = 'GET') {
+    const metrics = new MetricsService();
+    const res = Object.assign(new EventEmitter(), {
+      statusCode: 200,
+      headersSent: false,
+      writableEnded: false,
+    });
+    const req = { method, originalUrl: url };
+    const ctx: RequestContext = { requestId: 'r', clientIp: undefined };
+    runWithRequestContext(ctx, () =>
+      requestMetrics(metrics)(req as Request, res as unknown as Response, () => {
+        // The guard names the door; the router sets the route.
+        ctx.door = 'http';
+        Object.assign(req, { route: { path: '/v1/backend/*unit' } });
+      }),
+    );
+    const statuses = async () =>
+      parseExposition((await metrics.exposition()).body)
+        .filter((s) => s.name === 'statehouse_http_request_duration_seconds_count')
+        .map((s) => `${s.labels.door} ${s.labels.operation} ${s.labels.status} ${s.value}`);
+    return { res, statuses };
+  }
+
+  it('records an answer its client closed on before the server ended it by its status', async () => {
+    // A client with every byte of the body (Content-Length) may close before 'finish'.
+    const { res, statuses } = request('/v1/backend/team/app');
+    res.headersSent = true;
+    res.emit('close');
+    expect(await statuses()).toEqual(['backend get 2xx 1']);
+  });
+
+  it('records a request closed before any answer as aborted', async () => {
+    const { res, statuses } = request('/v1/backend/team/app', 'LOCK');
+    res.emit('close');
+    expect(await statuses()).toEqual(['backend lock aborted 1']);
+  });
+
+  it('records a request once, at the end of its answer', async () => {
+    const { res, statuses } = request('/v1/backend/team/app', 'POST');
+    res.statusCode = 409;
+    res.headersSent = true;
+    res.writableEnded = true;
+    res.emit('finish');
+    res.emit('close');
+    expect(await statuses()).toEqual(['backend update 4xx 1']);
   });
 });
