@@ -102,8 +102,7 @@ export function formatLogLine(record: LogRecord, colour: boolean): string {
   }
   const err = record.err as { type?: unknown; message?: unknown; stack?: unknown } | undefined;
   if (err && typeof err === 'object') {
-    const where =
-      typeof err.stack === 'string' ? /\n[ \t]+at (.+)/.exec(err.stack)?.[1] : undefined;
+    const where = typeof err.stack === 'string' ? firstFrame(err.stack) : undefined;
     parts.push(
       printable(
         `— ${asText(err.type ?? 'Error')}: ${asText(err.message ?? '')}${where ? ` (at ${where})` : ''}`,
@@ -212,4 +211,13 @@ export class AppLogger implements LoggerService {
   fatal(message: unknown, ...params: unknown[]): void {
     this.inner.fatal(message, ...params);
   }
+}
+
+/** The first `at …` frame of a stack (after its message line), without a regular expression. */
+function firstFrame(stack: string): string | undefined {
+  for (const line of stack.split('\n').slice(1)) {
+    const t = line.trimStart();
+    if (t.startsWith('at ') && t.length > 3 && t !== line) return t.slice(3);
+  }
+  return undefined;
 }

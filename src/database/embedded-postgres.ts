@@ -1,9 +1,9 @@
 import { PGlite } from '@electric-sql/pglite';
 import { PGLiteSocketServer } from '@electric-sql/pglite-socket';
 import { execFile } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { StartupError } from '../common/startup';
+import { chmodSync, existsSync, mkdirSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { DataDirLock } from './data-dir-lock';
 
 /** The port number only names the socket file (`.s.PGSQL.<port>`); nothing listens on TCP. */
 export const EMBEDDED_SOCKET_PORT = 5432;
@@ -19,13 +19,13 @@ export class EmbeddedPostgres {
     private readonly db: PGlite,
     private readonly server: PGLiteSocketServer,
     readonly socketDir: string,
-    private readonly pidFile: string,
+    private readonly dirLock: DataDirLock,
   ) {}
 
   static async start(dataDir: string): Promise<EmbeddedPostgres> {
     mkdirSync(dataDir, { recursive: true, mode: 0o700 });
-    const pidFile = join(dataDir, 'statehouse.pid');
-    claimDataDir(pidFile);
+    // PGlite must never be opened by two processes at once: an OS lock on the data dir decides.
+    const dirLock = await DataDirLock.acquire(dataDir);
     try {
       const socketDir = join(dataDir, 'run');
       mkdirSync(socketDir, { recursive: true, mode: 0o700 });
@@ -39,17 +39,20 @@ export class EmbeddedPostgres {
       const db = await PGlite.create({ dataDir: pgDir });
       const server = new PGLiteSocketServer({ db, path: socketPath, maxConnections: 1 });
       await server.start();
-      return new EmbeddedPostgres(db, server, socketDir, pidFile);
+      return new EmbeddedPostgres(db, server, socketDir, dirLock);
     } catch (e) {
-      rmSync(pidFile, { force: true });
+      await dirLock.release();
       throw e;
     }
   }
 
   async stop(): Promise<void> {
-    await this.server.stop();
-    await this.db.close();
-    rmSync(this.pidFile, { force: true });
+    try {
+      await this.server.stop();
+      await this.db.close();
+    } finally {
+      await this.dirLock.release();
+    }
   }
 }
 
@@ -68,37 +71,4 @@ function initInChildProcess(pgDir: string): Promise<void> {
           : resolve(),
     );
   });
-}
-
-/**
- * PGlite must never be opened by two processes at once. A pid file whose process is gone is
- * taken over; a live one stops the start with a clear message.
- */
-function claimDataDir(pidFile: string): void {
-  for (let attempt = 0; attempt < 2; attempt++) {
-    try {
-      writeFileSync(pidFile, `${process.pid}\n`, { flag: 'wx', mode: 0o600 });
-      return;
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
-      const pid = Number(readFileSync(pidFile, 'utf8').trim());
-      if (Number.isInteger(pid) && pid > 0 && pid !== process.pid && isAlive(pid)) {
-        throw new StartupError(
-          `the data directory is in use by another Statehouse process (pid ${pid}, ${dirname(pidFile)}); ` +
-            'the embedded database serves one process — use DATABASE_URL for several replicas',
-        );
-      }
-      rmSync(pidFile, { force: true });
-    }
-  }
-  throw new Error(`cannot claim ${pidFile}`);
-}
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === 'EPERM';
-  }
 }

@@ -11,11 +11,13 @@
  *    (the new one whenever a 200 did arrive), never anything else, and it reads back whole —
  *    repeated for a small, a medium and a 30 MB body;
  *  - (embedded only) a second server on a data dir whose embedded database a live server holds
- *    exits non-zero saying the data directory is in use, and the first server is unharmed.
+ *    exits non-zero saying in one line that the data directory is in use, and the first server
+ *    is unharmed — also when the pid recorded in the data dir names no process here (a server in
+ *    another container, whose PID namespace repeats numbers): an OS lock decides, not a pid.
  */
 import { spawn } from 'node:child_process';
 import { createHash, randomUUID } from 'node:crypto';
-import { existsSync, readdirSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { join } from 'node:path';
 import { freshServerEnv, ON_POSTGRES } from '../support/database';
@@ -298,6 +300,45 @@ describe('crash safety: SIGKILL during a state upload', () => {
     for (const r of reports) expect(r).toMatch(/answer 200, current = new$/);
   });
 
+  /** Starts a second `serve` on the first server's data dir; resolves with its exit code and output. */
+  async function secondServerOnSameDataDir(): Promise<{ code: number | null; output: string }> {
+    const second = spawn(NODE, [CLI, 'serve'], {
+      env: {
+        ...childEnv(),
+        NODE_ENV: 'production',
+        PORT: '0',
+        STATEHOUSE_HOST: '127.0.0.1',
+        STATEHOUSE_BOOTSTRAP_TOKEN: TEST_TOKEN,
+        ...env,
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    second.stdout.on('data', (d: Buffer) => (output += d.toString()));
+    second.stderr.on('data', (d: Buffer) => (output += d.toString()));
+    const timer = setTimeout(() => second.kill('SIGKILL'), 60_000);
+    const code = await new Promise<number | null>((r) => second.once('exit', (c) => r(c)));
+    clearTimeout(timer);
+    return { code, output };
+  }
+
+  async function expectSecondServerRefused(first: RunningServer, unit: string, state: Buffer) {
+    const { code, output } = await secondServerOnSameDataDir();
+    expect({ code, output }).toMatchObject({ code: expect.any(Number) });
+    expect(code).not.toBe(0);
+    // One line says why, naming the directory and what to do instead.
+    expect(output).toMatch(
+      /the data directory \S+ is in use by another Statehouse process \(pid \d+ on host [^)]+\): the embedded database serves one process — use DATABASE_URL for several replicas/,
+    );
+    expect(output).not.toMatch(/listening on/);
+    expect(output).not.toMatch(/^\s+at /m); // no stack trace for an operator's situation
+
+    // The first server is unharmed.
+    expect((await fetch(`${first.url}/readyz`)).status).toBe(200);
+    expect((await current(first, unit)).equals(state)).toBe(true);
+    expect(first.proc.exitCode).toBeNull();
+  }
+
   (ON_POSTGRES ? it.skip : it)(
     'a second server on a data dir held by a live server exits non-zero saying the data directory is in use (embedded only)',
     async () => {
@@ -305,34 +346,34 @@ describe('crash safety: SIGKILL during a state upload', () => {
       const first = await start();
       const state = bigState(1, randomUUID(), 1024);
       expect((await post(first, unit, state)).status).toBe(200);
+      await expectSecondServerRefused(first, unit, state);
+    },
+  );
 
-      const second = spawn(NODE, [CLI, 'serve'], {
-        env: {
-          ...childEnv(),
-          NODE_ENV: 'production',
-          PORT: '0',
-          STATEHOUSE_HOST: '127.0.0.1',
-          STATEHOUSE_BOOTSTRAP_TOKEN: TEST_TOKEN,
-          ...env,
-        },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
-      let output = '';
-      second.stdout.on('data', (d: Buffer) => (output += d.toString()));
-      second.stderr.on('data', (d: Buffer) => (output += d.toString()));
-      const timer = setTimeout(() => second.kill('SIGKILL'), 60_000);
-      const code = await new Promise<number | null>((r) => second.once('exit', (c) => r(c)));
-      clearTimeout(timer);
-
-      expect({ code, output }).toMatchObject({ code: expect.any(Number) });
-      expect(code).not.toBe(0);
-      expect(output).toMatch(/data directory is in use/);
-      expect(output).not.toMatch(/listening on/);
-
-      // The first server is unharmed.
-      expect((await fetch(`${first.url}/readyz`)).status).toBe(200);
-      expect((await current(first, unit)).equals(state)).toBe(true);
-      expect(first.proc.exitCode).toBeNull();
+  (ON_POSTGRES ? it.skip : it)(
+    'a second server is refused even when the pid written in the data dir means nothing here, as from another container (embedded only)',
+    async () => {
+      const unit = `crash/in-use-ns-${randomUUID().slice(0, 8)}`;
+      const first = await start();
+      const state = bigState(1, randomUUID(), 1024);
+      expect((await post(first, unit, state)).status).toBe(200);
+      // A server in another container (another PID namespace) on the same volume records a pid
+      // that, seen from here, is no live process: a pid that has just exited stands for it.
+      const gone = spawn(NODE, ['-e', '']);
+      await new Promise((r) => gone.once('exit', r));
+      const dir = env.STATEHOUSE_DATA_DIR;
+      const files = readdirSync(dir);
+      // Each file written the way that other server would write it (a pid file before the OS
+      // lock, the lock's holder note now).
+      if (files.includes('statehouse.pid'))
+        writeFileSync(join(dir, 'statehouse.pid'), `${gone.pid}\n`);
+      if (files.includes('statehouse.lock')) {
+        writeFileSync(
+          join(dir, 'statehouse.lock'),
+          `pid ${gone.pid} on host other-container since 2026-01-01T00:00:00.000Z\n`,
+        );
+      }
+      await expectSecondServerRefused(first, unit, state);
     },
   );
 });
