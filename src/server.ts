@@ -16,6 +16,8 @@ import { RequestTextPipe } from './common/request-text.pipe';
 import { printHeldNotices, StartupError } from './common/startup';
 import { buildOpenApi } from './openapi';
 import { GraphService } from './graph/graph.service';
+import { MetricsService } from './metrics/metrics.service';
+import { requestMetrics } from './metrics/request-metrics';
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -39,6 +41,7 @@ export async function createApp(config: AppConfig): Promise<NestExpressApplicati
     res.setHeader('X-Request-Id', id);
     runWithRequestContext({ requestId: id, clientIp: req.ip }, next);
   });
+  app.use(requestMetrics(app.get(MetricsService)));
   app.use('/v1/backend', rejectMalformedEncoding);
   app.useGlobalPipes(
     new RequestTextPipe(),
