@@ -12,6 +12,7 @@ import { ConfigModule } from './config/config.module';
 import { DatabaseModule } from './database/database.module';
 import { HealthModule } from './health/health.module';
 import { LocksModule } from './locks/locks.module';
+import { MetricsModule } from './metrics/metrics.module';
 import { GraphModule } from './graph/graph.module';
 import { RbacModule } from './rbac/rbac.module';
 import { S3Module } from './s3compat/s3.module';
@@ -37,6 +38,7 @@ export class AppModule {
         S3Module,
         GraphModule,
         HealthModule,
+        MetricsModule,
       ],
       providers: [
         { provide: APP_FILTER, useClass: ApiExceptionFilter },

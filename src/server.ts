@@ -20,6 +20,8 @@ import { buildOpenApi } from './openapi';
 import { GraphService } from './graph/graph.service';
 import { rejectMalformedS3Path, s3RootListener } from './s3compat/s3-listener';
 import { S3_PREFIX } from './s3compat/s3-request';
+import { MetricsService } from './metrics/metrics.service';
+import { requestMetrics } from './metrics/request-metrics';
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -46,6 +48,7 @@ export async function createApp(
     res.setHeader('X-Request-Id', id);
     runWithRequestContext({ requestId: id, clientIp: req.ip }, next);
   });
+  app.use(requestMetrics(app.get(MetricsService)));
   app.use('/v1/backend', rejectMalformedEncoding);
   app.use(S3_PREFIX, rejectMalformedS3Path);
   app.useGlobalPipes(

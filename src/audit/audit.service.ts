@@ -88,6 +88,7 @@ export class AuditService implements OnModuleInit, OnApplicationShutdown {
   /** Dropped for a full queue since the last warning about it. */
   private droppedSinceWarning = 0;
   private readonly losses: AuditLosses = { queueFull: 0, unstorable: 0, atShutdown: 0 };
+  private readonly observers: ((event: SecurityEvent) => void)[] = [];
 
   constructor(@Optional() private readonly db?: DataSource) {}
 
@@ -116,6 +117,11 @@ export class AuditService implements OnModuleInit, OnApplicationShutdown {
   /** What the audit log failed to keep since the start. */
   lost(): AuditLosses {
     return { ...this.losses };
+  }
+
+  /** Shows `observer` every event as it is logged (the metrics count authentication failures). */
+  observe(observer: (event: SecurityEvent) => void): void {
+    this.observers.push(observer);
   }
 
   /** Logs the event now and stores it with the next batch. */
@@ -276,6 +282,7 @@ export class AuditService implements OnModuleInit, OnApplicationShutdown {
 
   private log(event: SecurityEvent): void {
     this.logger.log({ msg: `security event ${event.type}`, audit: event });
+    for (const observer of this.observers) observer(event);
   }
 }
 

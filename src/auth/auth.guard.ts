@@ -1,10 +1,11 @@
-import { CanActivate, ExecutionContext, Inject, Injectable } from '@nestjs/common';
+import { CanActivate, ExecutionContext, Inject, Injectable, Optional } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
 import type { Request } from 'express';
 import { AuditService } from '../audit/audit.service';
 import { APP_CONFIG, AppConfig } from '../config/config';
 import { DomainError } from '../common/errors';
 import { Door, DOOR_KEY, setRequestDoor } from '../common/request-context';
+import { MetricsService } from '../metrics/metrics.service';
 import { ALLOW_BASIC_AUTH, IS_PUBLIC, SELF_AUTHENTICATED } from './auth.decorators';
 import { CREDENTIAL_VERIFIERS, CredentialVerifier } from './credential-verifier';
 import { ANONYMOUS_ADMIN, Principal, PRINCIPAL_KEY } from './principal';
@@ -42,12 +43,14 @@ export class AuthGuard implements CanActivate {
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     @Inject(CREDENTIAL_VERIFIERS) private readonly verifiers: CredentialVerifier[],
     private readonly audit: AuditService,
+    @Optional() private readonly metrics?: MetricsService,
   ) {}
 
   async canActivate(context: ExecutionContext): Promise<boolean> {
     const targets = [context.getHandler(), context.getClass()];
     // The route is known from here on: every audit event of the request names its door.
-    setRequestDoor(this.reflector.getAllAndOverride<Door>(DOOR_KEY, targets) ?? 'api');
+    const door = this.reflector.getAllAndOverride<Door>(DOOR_KEY, targets) ?? 'api';
+    setRequestDoor(door);
     if (this.reflector.getAllAndOverride<boolean>(IS_PUBLIC, targets)) return true;
     if (this.reflector.getAllAndOverride<boolean>(SELF_AUTHENTICATED, targets)) return true;
     const req = context.switchToHttp().getRequest<Request & { [PRINCIPAL_KEY]?: Principal }>();
@@ -59,6 +62,8 @@ export class AuthGuard implements CanActivate {
       this.reflector.getAllAndOverride<boolean>(ALLOW_BASIC_AUTH, targets) ?? false;
     const secret = presentedSecret(req.headers.authorization, allowBasic);
     if (secret === undefined) {
+      // Not audited (nothing was presented), but counted.
+      this.metrics?.credentialsMissing(door);
       throw new DomainError(
         'unauthenticated',
         allowBasic

@@ -59,6 +59,8 @@ export interface AppConfig {
   /** STATEHOUSE_ALIASES was not set: loopback at the port actually listened on (PORT=0). */
   defaultAliases: boolean;
   bootstrapToken: Secret | undefined;
+  /** When set, `/metrics` answers only `Authorization: Bearer <it>`; unset, it is public. */
+  metricsToken: Secret | undefined;
   authDisabled: boolean;
   tls: { certFile: string; keyFile: string } | undefined;
   logLevel: LogLevel;
@@ -140,6 +142,8 @@ const KNOWN = new Set([
   'STATEHOUSE_TEST_FAILPOINTS',
   'STATEHOUSE_BOOTSTRAP_TOKEN',
   'STATEHOUSE_BOOTSTRAP_TOKEN_FILE',
+  'STATEHOUSE_METRICS_TOKEN',
+  'STATEHOUSE_METRICS_TOKEN_FILE',
   'STATEHOUSE_AUTH_DISABLE',
   'STATEHOUSE_TLS_CERT_FILE',
   'STATEHOUSE_TLS_KEY_FILE',
@@ -351,24 +355,25 @@ export function loadConfig(env: Env = process.env): AppConfig {
   const scheme = tls ? 'https' : 'http';
   const publicUrl = url('STATEHOUSE_PUBLIC_URL') ?? `${scheme}://localhost:${port}`;
 
-  let bootstrapToken: Secret | undefined;
-  const tokenRaw = str('STATEHOUSE_BOOTSTRAP_TOKEN');
-  const tokenFile = str('STATEHOUSE_BOOTSTRAP_TOKEN_FILE');
-  if (tokenRaw !== undefined && tokenFile !== undefined) {
-    problems.push('set only one of STATEHOUSE_BOOTSTRAP_TOKEN and STATEHOUSE_BOOTSTRAP_TOKEN_FILE');
-  } else if (tokenRaw !== undefined) {
-    bootstrapToken = checkToken('STATEHOUSE_BOOTSTRAP_TOKEN', tokenRaw, problems);
-  } else if (tokenFile !== undefined) {
-    try {
-      bootstrapToken = checkToken(
-        'STATEHOUSE_BOOTSTRAP_TOKEN_FILE',
-        readFileSync(tokenFile, 'utf8').trim(),
-        problems,
-      );
-    } catch (e) {
-      problems.push(`STATEHOUSE_BOOTSTRAP_TOKEN_FILE cannot be read: ${(e as Error).message}`);
+  /** A secret given as `NAME` or in the file `NAME_FILE` (at most one of them). */
+  const token = (name: string): Secret | undefined => {
+    const raw = str(name);
+    const file = str(`${name}_FILE`);
+    if (raw !== undefined && file !== undefined) {
+      problems.push(`set only one of ${name} and ${name}_FILE`);
+      return undefined;
     }
-  }
+    if (raw !== undefined) return checkToken(name, raw, problems);
+    if (file === undefined) return undefined;
+    try {
+      return checkToken(`${name}_FILE`, readFileSync(file, 'utf8').trim(), problems);
+    } catch (e) {
+      problems.push(`${name}_FILE cannot be read: ${(e as Error).message}`);
+      return undefined;
+    }
+  };
+  const bootstrapToken = token('STATEHOUSE_BOOTSTRAP_TOKEN');
+  const metricsToken = token('STATEHOUSE_METRICS_TOKEN');
 
   const authDisabled = bool('STATEHOUSE_AUTH_DISABLE');
   if (authDisabled) {
@@ -545,6 +550,7 @@ export function loadConfig(env: Env = process.env): AppConfig {
     aliases,
     defaultAliases: aliasesRaw === undefined,
     bootstrapToken,
+    metricsToken,
     authDisabled,
     tls,
     logLevel,

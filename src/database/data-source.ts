@@ -1,4 +1,5 @@
-import { DataSource } from 'typeorm';
+import type { Pool } from 'pg';
+import { AdvancedConsoleLogger, DataSource, QueryRunner } from 'typeorm';
 import { MIGRATIONS } from '../../migrations';
 import type { AppConfig } from '../config/config';
 import { EMBEDDED_SOCKET_PORT } from './embedded-postgres';
@@ -19,13 +20,19 @@ export function databaseTarget(config: AppConfig, embeddedSocketDir?: string): D
   return { socketDir: embeddedSocketDir, poolSize: 1 };
 }
 
+/** Told of every failed statement, and of every pooled connection that broke while idle. */
+export type DatabaseErrorObserver = (e: unknown, where: 'query' | 'pool') => void;
+
 /**
  * One data source for the server, the migration command and the tests. The embedded database
  * gets a one-connection pool (PGlite is one session); a connection timeout turns the classic
  * one-connection mistake (a query outside the open transaction's manager) into an error
  * instead of a hang.
  */
-export function createDataSource(target: DatabaseTarget): DataSource {
+export function createDataSource(
+  target: DatabaseTarget,
+  onError?: DatabaseErrorObserver,
+): DataSource {
   const embedded = target.socketDir !== undefined;
   return new DataSource({
     type: 'postgres',
@@ -44,6 +51,12 @@ export function createDataSource(target: DatabaseTarget): DataSource {
     synchronize: false,
     migrationsRun: false,
     logging: false,
+    ...(onError
+      ? {
+          logger: new ObservedLogger(onError),
+          poolErrorHandler: (e: unknown) => onError(e, 'pool'),
+        }
+      : {}),
     extra: {
       max: target.poolSize,
       connectionTimeoutMillis: embedded ? 60_000 : 10_000,
@@ -51,4 +64,43 @@ export function createDataSource(target: DatabaseTarget): DataSource {
       ...(embedded ? {} : { statement_timeout: 30_000, query_timeout: 35_000 }),
     },
   });
+}
+
+/** TypeORM's own logger (logging off, as before), telling the observer of failed statements. */
+class ObservedLogger extends AdvancedConsoleLogger {
+  constructor(private readonly onError: DatabaseErrorObserver) {
+    super(false);
+  }
+
+  override logQueryError(
+    error: string,
+    query: string,
+    parameters?: unknown[],
+    queryRunner?: QueryRunner,
+  ): void {
+    this.onError(error, 'query');
+    super.logQueryError(error, query, parameters, queryRunner);
+  }
+}
+
+/** How the connection pool is used right now (undefined before it is open). */
+export interface PoolUse {
+  /** Connections open, idle or lent out. */
+  total: number;
+  idle: number;
+  /** Callers waiting for a connection. */
+  waiting: number;
+  max: number;
+}
+
+export function poolUse(ds: DataSource): PoolUse | undefined {
+  // TypeORM's postgres driver keeps its pg pool as `master`.
+  const pool = (ds.driver as unknown as { master?: Pool }).master;
+  if (!pool) return undefined;
+  return {
+    total: pool.totalCount,
+    idle: pool.idleCount,
+    waiting: pool.waitingCount,
+    max: pool.options.max ?? 10,
+  };
 }

@@ -1,7 +1,16 @@
-import { Global, Inject, Injectable, Logger, Module, OnApplicationShutdown } from '@nestjs/common';
+import {
+  Global,
+  Inject,
+  Injectable,
+  Logger,
+  Module,
+  OnApplicationShutdown,
+  Optional,
+} from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import { StartupError } from '../common/startup';
 import { APP_CONFIG, AppConfig } from '../config/config';
+import { MetricsService } from '../metrics/metrics.service';
 import { createDataSource, databaseTarget } from './data-source';
 import { EmbeddedPostgres } from './embedded-postgres';
 import { migrateUnderLock } from './migrator';
@@ -18,7 +27,10 @@ export class DatabaseHandle implements OnApplicationShutdown {
   private embedded?: EmbeddedPostgres;
   private analyzeTimer?: NodeJS.Timeout;
 
-  constructor(@Inject(APP_CONFIG) private readonly config: AppConfig) {}
+  constructor(
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+    @Optional() private readonly metrics?: MetricsService,
+  ) {}
 
   async open(): Promise<DataSource> {
     if (!this.config.databaseUrl) {
@@ -29,7 +41,10 @@ export class DatabaseHandle implements OnApplicationShutdown {
       );
     }
     try {
-      this.dataSource = createDataSource(databaseTarget(this.config, this.embedded?.socketDir));
+      this.dataSource = createDataSource(
+        databaseTarget(this.config, this.embedded?.socketDir),
+        (e, where) => this.metrics?.databaseFailed(e, where),
+      );
       await this.dataSource.initialize().catch((e: unknown) => {
         throw unreachable(e, this.config.databaseUrl !== undefined);
       });

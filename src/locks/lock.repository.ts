@@ -13,6 +13,12 @@ export interface LockListRow {
   created_at: Date;
 }
 
+export interface HeldLocksSummary {
+  held: number;
+  /** Age of the oldest held lock; 0 when none is held. */
+  oldestAgeSeconds: number;
+}
+
 /** SQL for lock rows. The state row must exist; the state module creates it. */
 @Injectable()
 export class LockRepository {
@@ -80,5 +86,19 @@ export class LockRepository {
          FROM locks l JOIN states s ON s.id = l.state_id JOIN units u ON u.id = s.unit_id
         ORDER BY u.name, s.workspace`,
     );
+  }
+
+  /**
+   * How many locks are held and how long the oldest has been (seconds, by the database's clock,
+   * so every replica reads the same). One aggregate over the small `locks` table.
+   */
+  async heldSummary(): Promise<HeldLocksSummary> {
+    const rows = await sqlRows<{ held: number; oldest_age: number | null }>(
+      this.db.manager,
+      `SELECT count(*)::int AS held,
+              EXTRACT(EPOCH FROM now() - min(created_at))::float8 AS oldest_age
+         FROM locks`,
+    );
+    return { held: rows[0].held, oldestAgeSeconds: Math.max(0, rows[0].oldest_age ?? 0) };
   }
 }

@@ -1,14 +1,15 @@
-import { Injectable } from '@nestjs/common';
+import { Injectable, Optional } from '@nestjs/common';
 import { AuditService } from '../audit/audit.service';
 import { Principal } from '../auth/principal';
 import { DomainError, HeldLock } from '../common/errors';
 import type { TransactionStep } from '../database/sql';
 import { assertUnitName } from '../common/names';
+import { MetricsService } from '../metrics/metrics.service';
 import { AuthorizationService } from '../rbac/authorization.service';
 import { StateAddress, StateService } from '../state/state.service';
 import { Door } from '../state/state.views';
 import { parseLockInfo } from './lock-info';
-import { LockRepository } from './lock.repository';
+import { HeldLocksSummary, LockRepository } from './lock.repository';
 import { lockView, LockView } from './locks.views';
 
 /** How the S3 door's unconditional release (`DeleteObject` of the lock object) may be narrowed. */
@@ -31,6 +32,7 @@ export class LocksService {
     private readonly states: StateService,
     private readonly authz: AuthorizationService,
     private readonly audit: AuditService,
+    @Optional() private readonly metrics?: MetricsService,
   ) {}
 
   async acquire(
@@ -48,7 +50,9 @@ export class LocksService {
     await this.authz.authorize(principal, 'unit.lock', addr);
     await this.states.assertMayCreateOnUse(principal, addr.unit);
     const { id, infoJson } = parseLockInfo(body, options.generateId);
-    return this.states.transaction(async (m) => {
+    let acquired = false;
+    const held = await this.states.transaction(async (m) => {
+      acquired = false; // the transaction may run again
       await options.inTransaction?.(m);
       const stateId = await this.states.ensureStateForLock(m, addr, principal);
       // A concurrent release can empty the row between our insert and our look; try again.
@@ -65,11 +69,13 @@ export class LocksService {
             door: options.door,
             details: { lock_id: id },
           });
+          acquired = true;
           return won;
         }
         const holder = await this.states.holderOf(m, stateId);
         if (holder === null) continue;
         if (holder.principal === principal.subject && holder.id === id) return holder;
+        this.metrics?.lockConflict(options.door);
         throw new DomainError(
           'lock_conflict',
           `${addr.unit} (workspace ${addr.workspace}) is locked by ${holder.principal} (lock ${holder.id})`,
@@ -78,6 +84,8 @@ export class LocksService {
       }
       throw new DomainError('unavailable', 'the lock is changing hands too fast; try again');
     });
+    if (acquired) this.metrics?.lockAcquired(options.door);
+    return held;
   }
 
   async release(
@@ -216,6 +224,7 @@ export class LocksService {
       });
       return lock;
     });
+    if (removed) this.metrics?.forceUnlocked(door);
     return removed;
   }
 
@@ -238,6 +247,11 @@ export class LocksService {
 
   async get(addr: StateAddress, principal: Principal): Promise<LockView> {
     return lockView(addr.unit, addr.workspace, await this.holder(addr, principal));
+  }
+
+  /** How many locks are held, and the oldest one's age: for the metrics, so it names nothing. */
+  heldSummary(): Promise<HeldLocksSummary> {
+    return this.locks.heldSummary();
   }
 
   /** Held locks the caller may read (`unit.read` in that workspace, as for GET /lock), with their age. */

@@ -1,7 +1,8 @@
-import { Injectable } from '@nestjs/common';
+import { Injectable, Optional } from '@nestjs/common';
 import { AuditService } from '../audit/audit.service';
 import { Principal } from '../auth/principal';
 import { DomainError } from '../common/errors';
+import { MetricsService } from '../metrics/metrics.service';
 import { Action, Resource } from './actions';
 import { CompiledRule, compileRule, Decision, decide, decideUnitWide, Rule } from './policy';
 import { RbacCache } from './rbac-cache';
@@ -56,6 +57,7 @@ export class AuthorizationService {
     private readonly repo: RbacRepository,
     private readonly cache: RbacCache,
     private readonly audit: AuditService,
+    @Optional() private readonly metrics?: MetricsService,
   ) {}
 
   async can(principal: Subject, action: Action, resource: Resource): Promise<boolean> {
@@ -66,6 +68,7 @@ export class AuthorizationService {
   async authorize(principal: Principal, action: Action, resource: Resource): Promise<void> {
     const decision = await this.explain(principal, action, resource);
     if (!decision.allowed) throw this.refusal(principal, action, resource, decision);
+    this.metrics?.authzDecided(true);
   }
 
   /**
@@ -81,7 +84,10 @@ export class AuthorizationService {
     workspaces: readonly string[],
   ): void {
     const decision = decider.explainUnitWide(action, unit, workspaces);
-    if (decision.allowed) return;
+    if (decision.allowed) {
+      this.metrics?.authzDecided(true);
+      return;
+    }
     const workspace = decision.workspace;
     if (workspace === undefined) throw this.refusal(principal, action, { unit }, decision);
     const named = decider.explain('unit.read', { unit, workspace }).allowed;
@@ -92,7 +98,7 @@ export class AuthorizationService {
     });
   }
 
-  /** The `forbidden` error for a refused decision, recorded as `authz.denied`. */
+  /** The `forbidden` error for a refused decision, recorded as `authz.denied` (and counted). */
   refusal(
     principal: Principal,
     action: Action,
@@ -101,6 +107,7 @@ export class AuthorizationService {
     /** A unit-wide refusal: the workspace whose deny decided (audited), and why (shown). */
     inWorkspace?: { workspace: string; why: string },
   ): DomainError {
+    this.metrics?.authzDecided(false);
     const where =
       resource.workspace !== undefined && resource.unit !== '*'
         ? `${resource.unit} (workspace ${resource.workspace})`

@@ -165,3 +165,27 @@ export function parseRange(
   if (start >= size) throw new S3Error('InvalidRange', 'The requested range is not satisfiable');
   return { start, end };
 }
+
+/** Sub-resources of objects and buckets this server does not implement (answered NotImplemented). */
+export const UNSUPPORTED_SUB_RESOURCES: readonly string[] = [
+  'acl',
+  'tagging',
+  'retention',
+  'legal-hold',
+  'torrent',
+  'restore',
+  'select',
+  'attributes',
+  'versionId',
+  'versions',
+  'policy',
+  'cors',
+  'lifecycle',
+  'website',
+  'notification',
+  'replication',
+  'encryption',
+  'object-lock',
+  'delete',
+  'uploads',
+];

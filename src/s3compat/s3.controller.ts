@@ -10,32 +10,8 @@ import { S3AuthService, S3Caller } from './s3-auth.service';
 import { ReplayedRequestError, ReplayGuard, ReplayGuardService } from './replay-guard.service';
 import { S3_ERRORS, S3Error, s3CodeOf } from './s3-errors';
 import { S3ExceptionFilter } from './s3-exception.filter';
-import { parseTarget, s3BaseOf, S3Target } from './s3-request';
+import { parseTarget, s3BaseOf, S3Target, UNSUPPORTED_SUB_RESOURCES } from './s3-request';
 import { S3Reply, S3Service } from './s3.service';
-
-/** Sub-resources of objects and buckets this server does not implement (answered NotImplemented). */
-const UNSUPPORTED = [
-  'acl',
-  'tagging',
-  'retention',
-  'legal-hold',
-  'torrent',
-  'restore',
-  'select',
-  'attributes',
-  'versionId',
-  'versions',
-  'policy',
-  'cors',
-  'lifecycle',
-  'website',
-  'notification',
-  'replication',
-  'encryption',
-  'object-lock',
-  'delete',
-  'uploads',
-];
 
 /**
  * The S3-compatible door at `/s3/{bucket}/{key…}` (path-style), for Terraform's `backend "s3"`,
@@ -158,11 +134,11 @@ function isRefusal(e: unknown): boolean {
 }
 
 function hasSubResource(q: Map<string, string>): boolean {
-  return [...q.keys()].some((k) => UNSUPPORTED.includes(k));
+  return [...q.keys()].some((k) => UNSUPPORTED_SUB_RESOURCES.includes(k));
 }
 
 function rejectUnsupported(q: Map<string, string>, method: string): void {
-  const sub = [...q.keys()].find((k) => UNSUPPORTED.includes(k));
+  const sub = [...q.keys()].find((k) => UNSUPPORTED_SUB_RESOURCES.includes(k));
   if (sub) throw notImplemented(method, `the ?${sub} sub-resource`);
 }
 

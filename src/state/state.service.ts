@@ -1,4 +1,4 @@
-import { Inject, Injectable, Logger } from '@nestjs/common';
+import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
 import { createHash, randomUUID } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { EntityManager } from 'typeorm';
@@ -10,6 +10,7 @@ import { DomainError, HeldLock } from '../common/errors';
 import { assertUnitName } from '../common/names';
 import { feed } from '../common/streams';
 import { assertMayWrite, assertNotLockedByOther } from '../locks/lock-authority';
+import { MetricsService } from '../metrics/metrics.service';
 import { AuthorizationService, Decider } from '../rbac/authorization.service';
 import { BLOB_STORE, BlobNotFoundError, BlobStore, ByteRange } from '../storage/blob-store';
 import { InspectionBudget, InspectionLease } from './inspection-budget';
@@ -100,6 +101,7 @@ export class StateService {
     private readonly digester: OutputDigester,
     private readonly hooks: StateWriteHooks,
     private readonly budget: InspectionBudget,
+    @Optional() private readonly metrics?: MetricsService,
   ) {}
 
   // ---------------------------------------------------------------- units
@@ -384,6 +386,7 @@ export class StateService {
         return result;
       });
       if (outcome.created) this.failpoint('write.after-commit');
+      this.metrics?.stateWritten(req.door, digest.size, outcome.created);
       if (!outcome.created) await this.deleteBlobs([key]);
       await this.deleteBlobs(outcome.pruned);
       return { created: outcome.created, version: versionView(outcome.version) };
@@ -836,6 +839,7 @@ export class StateService {
       },
     );
     await this.deleteBlobs(result.pruned);
+    if (result.created) this.metrics?.versionRestored();
     return { created: result.created, version: versionView(result.version) };
   }
 

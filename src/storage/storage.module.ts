@@ -9,9 +9,11 @@ import {
 } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import { APP_CONFIG, AppConfig } from '../config/config';
+import { MetricsService } from '../metrics/metrics.service';
 import { BLOB_STORE, BlobStore } from './blob-store';
 import { FsBlobStore } from './fs-blob.store';
 import { MemoryBlobStore } from './memory-blob.store';
+import { ObservedBlobStore } from './observed-blob.store';
 import { PostgresBlobStore } from './postgres-blob.store';
 import { S3BlobStore } from './s3-blob.store';
 
@@ -39,13 +41,16 @@ export function createBlobStore(config: AppConfig, db: DataSource): BlobStore {
   }
 }
 
+/** The configured driver itself; BLOB_STORE is the same store with its failures counted. */
+const BLOB_DRIVER = Symbol('BLOB_DRIVER');
+
 /** Interrupted uploads older than this are removed at start. */
 const STALE_TEMP_MS = 60 * 60 * 1000;
 
 @Injectable()
 class BlobStoreLifecycle implements OnApplicationBootstrap, OnApplicationShutdown {
   private readonly logger = new Logger('storage');
-  constructor(@Inject(BLOB_STORE) private readonly store: BlobStore) {}
+  constructor(@Inject(BLOB_DRIVER) private readonly store: BlobStore) {}
 
   async onApplicationBootstrap(): Promise<void> {
     if (this.store instanceof FsBlobStore) {
@@ -64,9 +69,15 @@ class BlobStoreLifecycle implements OnApplicationBootstrap, OnApplicationShutdow
 @Module({
   providers: [
     {
-      provide: BLOB_STORE,
+      provide: BLOB_DRIVER,
       useFactory: (config: AppConfig, db: DataSource) => createBlobStore(config, db),
       inject: [APP_CONFIG, DataSource],
+    },
+    {
+      provide: BLOB_STORE,
+      useFactory: (driver: BlobStore, metrics?: MetricsService) =>
+        metrics ? new ObservedBlobStore(driver, (op) => metrics.blobStoreFailed(op)) : driver,
+      inject: [BLOB_DRIVER, { token: MetricsService, optional: true }],
     },
     BlobStoreLifecycle,
   ],

@@ -20,6 +20,8 @@ const EXPECTED_PUBLIC = [
   'HealthController.healthz',
   'HealthController.readyz',
   'JwksController.jwks',
+  // Public unless STATEHOUSE_METRICS_TOKEN is set: then its own guard wants that token.
+  'MetricsController.metricsText',
 ];
 
 describe('the API contract', () => {
@@ -93,6 +95,7 @@ describe('the API contract', () => {
     const publicPaths = new Set([
       '/healthz',
       '/readyz',
+      '/metrics',
       '/.well-known/jwks.json',
       '/v1/auth/config',
       '/v1/auth/exchange',

@@ -16,6 +16,7 @@ import { connect } from 'node:net';
 import { join } from 'node:path';
 import { freshServerEnv } from '../support/database';
 import { FIXTURES } from '../support/paths';
+import { parseExposition, valueOf } from '../support/metrics';
 import { portIsFree } from '../support/processes';
 import { RawReply, S3Creds, s3Code, sendRaw, signS3 } from '../support/s3-signer';
 import { RunningServer, spawnServer } from '../support/server';
@@ -24,6 +25,7 @@ jest.setTimeout(120_000);
 
 const SIMPLE = readFileSync(join(FIXTURES, 'simple.tfstate'));
 const MiB = 1024 * 1024;
+const METRICS_TOKEN = 'metrics-token-for-the-s3-port-test';
 
 let server: RunningServer;
 let env: Record<string, string>;
@@ -105,7 +107,12 @@ const tag = (xml: string, name: string): string[] =>
 beforeAll(async () => {
   const fresh = await freshServerEnv();
   cleanup = fresh.cleanup;
-  env = { ...fresh.env, STATEHOUSE_S3_PORT: '0', STATEHOUSE_STS_TTL: '1h' };
+  env = {
+    ...fresh.env,
+    STATEHOUSE_S3_PORT: '0',
+    STATEHOUSE_STS_TTL: '1h',
+    STATEHOUSE_METRICS_TOKEN: METRICS_TOKEN,
+  };
   startedAt = Date.now();
   server = await spawnServer(env);
   listenedAt = Date.now();
@@ -410,6 +417,34 @@ describe('what S3 clients send first, on both bases', () => {
       expect(tag(page2.text, 'IsTruncated')).toEqual(['false']);
       expect(page2.text).not.toContain('<NextMarker>');
     }
+  });
+
+  it('requests on the S3 port are counted as the S3 door, by operation (ListObjects, CreateBucket)', async () => {
+    const count = async (operation: string): Promise<number> => {
+      const r = await fetch(`http://127.0.0.1:${server.port}/metrics`, {
+        headers: { Authorization: `Bearer ${METRICS_TOKEN}` },
+      });
+      expect(r.status).toBe(200);
+      const labels = { door: 's3', operation, status: '2xx' };
+      return (
+        valueOf(
+          parseExposition(await r.text()),
+          'statehouse_http_request_duration_seconds_count',
+          labels,
+        ) ?? 0
+      );
+    };
+    const before = { list: await count('ListObjects'), create: await count('CreateBucket') };
+    expect((await atRoot({ method: 'GET', key: '', query: { prefix: 'none/' } })).status).toBe(200);
+    expect((await atRoot({ method: 'PUT', key: '' })).status).toBe(200);
+    // A request is recorded when its answer is over, which may be just after the client has it.
+    let after = before;
+    for (let i = 0; i < 50; i++) {
+      after = { list: await count('ListObjects'), create: await count('CreateBucket') };
+      if (after.list > before.list && after.create > before.create) break;
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    expect(after).toEqual({ list: before.list + 1, create: before.create + 1 });
   });
 
   it('ListBuckets shows when the server first served the bucket, not a fixed date', async () => {

@@ -294,6 +294,43 @@ describe('bootstrap token', () => {
   });
 });
 
+describe('metrics token', () => {
+  let dir: string;
+  beforeAll(() => {
+    dir = mkdtempSync(join(tmpdir(), 'statehouse-config-'));
+  });
+  afterAll(() => {
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('is unset by default: /metrics is public', () => {
+    expect(loadConfig({}).metricsToken).toBeUndefined();
+  });
+
+  it('is read from STATEHOUSE_METRICS_TOKEN or STATEHOUSE_METRICS_TOKEN_FILE', () => {
+    expect(loadConfig({ STATEHOUSE_METRICS_TOKEN: TOKEN }).metricsToken?.reveal()).toBe(TOKEN);
+    const file = join(dir, 'metrics-token');
+    writeFileSync(file, `${TOKEN}\n`);
+    expect(loadConfig({ STATEHOUSE_METRICS_TOKEN_FILE: file }).metricsToken?.reveal()).toBe(TOKEN);
+  });
+
+  it('is validated like the bootstrap token, never echoed', () => {
+    const short = TOKEN.slice(1);
+    expect(configError({ STATEHOUSE_METRICS_TOKEN: short }).message).toMatch(
+      /STATEHOUSE_METRICS_TOKEN must be at least 32 characters/,
+    );
+    const both = configError({
+      STATEHOUSE_METRICS_TOKEN: TOKEN,
+      STATEHOUSE_METRICS_TOKEN_FILE: join(dir, 'metrics-token'),
+    });
+    expect(both.message).toContain('set only one of STATEHOUSE_METRICS_TOKEN and');
+    expect(both.message).not.toContain(TOKEN);
+    expect(configError({ STATEHOUSE_METRICS_TOKEN_FILE: join(dir, 'missing') }).message).toMatch(
+      /STATEHOUSE_METRICS_TOKEN_FILE cannot be read/,
+    );
+  });
+});
+
 describe('STATEHOUSE_AUTH_DISABLE', () => {
   it('is refused with DATABASE_URL', () => {
     const err = configError({

@@ -1,0 +1,70 @@
+import type { NextFunction, Request, Response } from 'express';
+import { performance } from 'node:perf_hooks';
+import { currentRequestContext, RequestContext } from '../common/request-context';
+import {
+  backendOperation,
+  doorLabel,
+  doorOfUnroutedPath,
+  s3Operation,
+  statusIndex,
+  UNROUTED_OPERATION,
+} from './metric-labels';
+import { MetricsService } from './metrics.service';
+
+/**
+ * Times every request, from its arrival to the end of its answer (or the connection's close),
+ * and records it by door, operation and status class once it is over. The
+ * route and the door are known by then: the router set `req.route`, the global guard the door.
+ * Mounted first (after the request context), so requests refused before any route — malformed
+ * backend paths, unknown routes, Swagger UI's files — are counted too.
+ */
+export function requestMetrics(metrics: MetricsService) {
+  return (req: Request, res: Response, next: NextFunction): void => {
+    const started = performance.now();
+    const ctx = currentRequestContext();
+    // 'finish' when the answer is handed over; 'close' alone when the connection went first
+    // (the client may close as soon as it has every byte, before 'finish' is emitted).
+    let recorded = false;
+    const record = (): void => {
+      if (recorded) return;
+      recorded = true;
+      observeRequest(metrics, req, res, ctx, (performance.now() - started) / 1000);
+    };
+    res.once('finish', record);
+    res.once('close', record);
+    next();
+  };
+}
+
+/** Records one request with the labels its route, door and answer give it. */
+export function observeRequest(
+  metrics: MetricsService,
+  req: Request,
+  res: Response,
+  ctx: RequestContext | undefined,
+  seconds: number,
+): void {
+  // Answered once the status line went out: a client that closes as soon as it has every byte
+  // of the body may be seen to go before the server's own end of the answer.
+  const status = statusIndex(res.statusCode, res.headersSent);
+  // A route of the server was reached exactly when the global guard named the door (module
+  // middleware registered as routes leaves `req.route` set on requests no route matched).
+  const route = (req as { route?: { path?: unknown } }).route;
+  if (ctx?.door === undefined || route === undefined || typeof route.path !== 'string') {
+    const door = doorOfUnroutedPath(req.originalUrl);
+    metrics.requestObserved(door, UNROUTED_OPERATION, status, seconds);
+    return;
+  }
+  const door = doorLabel(ctx.door);
+  switch (door) {
+    case 's3':
+      metrics.requestObserved(door, s3Operation(req.method, req.originalUrl), status, seconds);
+      return;
+    case 'backend':
+      metrics.requestObserved(door, backendOperation(req.method, req.originalUrl), status, seconds);
+      return;
+    case 'api':
+      metrics.routeObserved(route as { path: string }, req.method, status, seconds);
+      return;
+  }
+}
