@@ -7,6 +7,7 @@ import { S3UsedSignatures1764580000000 } from './1764580000000-s3-used-signature
 import { OutputDigestsV21764600000000 } from './1764600000000-output-digests-v2';
 import { OutputsJson1764620000000 } from './1764620000000-outputs-json';
 import { CredentialLineage1764640000000 } from './1764640000000-credential-lineage';
+import { S3Buckets1764660000000 } from './1764660000000-s3-buckets';
 
 /** Every migration, in order. Applied at start under an advisory lock and by `statehouse migrate`. */
 export const MIGRATIONS = [
@@ -19,4 +20,5 @@ export const MIGRATIONS = [
   OutputDigestsV21764600000000,
   OutputsJson1764620000000,
   CredentialLineage1764640000000,
+  S3Buckets1764660000000,
 ];

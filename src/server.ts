@@ -6,6 +6,8 @@ import { SwaggerModule } from '@nestjs/swagger';
 import { NextFunction, Request, Response } from 'express';
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { createServer as createHttpServer, RequestListener, Server } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
 import { AppModule } from './app.module';
 import { rejectMalformedEncoding } from './backend/raw-unit-path';
 import { AppConfig } from './config/config';
@@ -16,19 +18,24 @@ import { RequestTextPipe } from './common/request-text.pipe';
 import { printHeldNotices, StartupError } from './common/startup';
 import { buildOpenApi } from './openapi';
 import { GraphService } from './graph/graph.service';
+import { rejectMalformedS3Path, s3RootListener } from './s3compat/s3-listener';
+import { S3_PREFIX } from './s3compat/s3-request';
 import { MetricsService } from './metrics/metrics.service';
 import { requestMetrics } from './metrics/request-metrics';
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
 /** Builds the application (not listening yet). Tests call this too. */
-export async function createApp(config: AppConfig): Promise<NestExpressApplication> {
+export async function createApp(
+  config: AppConfig,
+  tlsFiles: TlsFiles | undefined = config.tls ? readTlsFiles(config.tls) : undefined,
+): Promise<NestExpressApplication> {
   const app = await NestFactory.create<NestExpressApplication>(AppModule.forRoot(config), {
     bodyParser: false,
     // The real logger from the first line on (not buffered): each line carries its own time.
     logger: new AppLogger(config),
     abortOnError: false,
-    ...(config.tls ? { httpsOptions: readTlsFiles(config.tls) } : {}),
+    ...(tlsFiles ? { httpsOptions: tlsFiles } : {}),
   });
   app.set('etag', false);
   app.disable('x-powered-by');
@@ -43,6 +50,7 @@ export async function createApp(config: AppConfig): Promise<NestExpressApplicati
   });
   app.use(requestMetrics(app.get(MetricsService)));
   app.use('/v1/backend', rejectMalformedEncoding);
+  app.use(S3_PREFIX, rejectMalformedS3Path);
   app.useGlobalPipes(
     new RequestTextPipe(),
     new ValidationPipe({ whitelist: true, forbidNonWhitelisted: true, transform: true }),
@@ -53,7 +61,9 @@ export async function createApp(config: AppConfig): Promise<NestExpressApplicati
   return app;
 }
 
-function readTlsFiles(tls: { certFile: string; keyFile: string }): { cert: Buffer; key: Buffer } {
+type TlsFiles = { cert: Buffer; key: Buffer };
+
+function readTlsFiles(tls: { certFile: string; keyFile: string }): TlsFiles {
   const read = (setting: string, file: string): Buffer => {
     try {
       return readFileSync(file);
@@ -67,41 +77,88 @@ function readTlsFiles(tls: { certFile: string; keyFile: string }): { cert: Buffe
   };
 }
 
-/** Starts the server and resolves once it listens; what start-up held back is printed last. */
+/** A listening server: the main one, or the S3 door's own (STATEHOUSE_S3_PORT). */
+export interface Listener {
+  server: Server;
+  requests: RequestTracker;
+  port: number;
+}
+
+/**
+ * Starts the server and resolves once it listens — on PORT, and with STATEHOUSE_S3_PORT also on
+ * the S3 door's own listener (same host, same TLS); what start-up held back is printed last.
+ */
 export async function startServer(
   config: AppConfig,
-): Promise<{ app: INestApplication; requests: RequestTracker }> {
+): Promise<{ app: INestApplication; listeners: Listener[] }> {
   const started = Date.now();
   const logger = new Logger('statehouse');
+  const scheme = config.tls ? 'https' : 'http';
   try {
-    const app = await createApp(config);
+    const tlsFiles = config.tls ? readTlsFiles(config.tls) : undefined;
+    const app = await createApp(config, tlsFiles);
     for (const w of config.warnings) logger.warn(w);
-    const requests = new RequestTracker(app.getHttpServer());
+    const main: Server = app.getHttpServer();
+    const listeners: Listener[] = [{ server: main, requests: new RequestTracker(main), port: 0 }];
     await app.listen(config.port, config.host).catch(async (e: unknown) => {
       await app.close().catch(() => undefined);
-      throw listenFailure(e, config);
+      throw listenFailure(e, config.host, config.port, 'PORT');
     });
-    const address = app.getHttpServer().address() as { port: number } | string;
-    if (typeof address !== 'string') {
-      app.get(GraphService).listeningOn(address.port, config.tls ? 'https' : 'http');
+    listeners[0].port = portOf(main);
+    if (config.s3Door.port !== undefined) {
+      const door = s3DoorServer(app, tlsFiles);
+      const requests = new RequestTracker(door);
+      await listen(door, config.s3Door.port, config.host).catch(async (e: unknown) => {
+        await app.close().catch(() => undefined);
+        throw listenFailure(e, config.host, config.s3Door.port ?? 0, 'STATEHOUSE_S3_PORT');
+      });
+      listeners.push({ server: door, requests, port: portOf(door) });
     }
+    app.get(GraphService).listeningOn(listeners[0].port, scheme, listeners[1]?.port);
+    const at = (port: number) => `${scheme}://${config.host}:${port}`;
     logger.log(
-      `Statehouse listening on ${config.tls ? 'https' : 'http'}://${config.host}:${typeof address === 'string' ? address : address.port} (started in ${Date.now() - started} ms, storage ${config.storage.driver}, database ${config.databaseUrl ? 'postgresql' : 'embedded'})`,
+      `Statehouse listening on ${at(listeners[0].port)}` +
+        (listeners[1]
+          ? `, and for S3 clients on ${at(listeners[1].port)} (the S3 door at its root)`
+          : '') +
+        ` (started in ${Date.now() - started} ms, storage ${config.storage.driver}, database ${config.databaseUrl ? 'postgresql' : 'embedded'})`,
     );
-    return { app, requests };
+    return { app, listeners };
   } finally {
     printHeldNotices();
   }
 }
 
-function listenFailure(e: unknown, config: AppConfig): unknown {
+/** The S3 door's own listener: the same application, reached only through the S3 door. */
+function s3DoorServer(app: NestExpressApplication, tlsFiles: TlsFiles | undefined): Server {
+  const handler = s3RootListener(app.getHttpAdapter().getInstance() as RequestListener);
+  return tlsFiles ? createHttpsServer(tlsFiles, handler) : createHttpServer(handler);
+}
+
+function listen(server: Server, port: number, host: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const failed = (e: Error) => reject(e);
+    server.once('error', failed);
+    server.listen(port, host, () => {
+      server.off('error', failed);
+      resolve();
+    });
+  });
+}
+
+function portOf(server: Server): number {
+  const address = server.address();
+  return address !== null && typeof address === 'object' ? address.port : 0;
+}
+
+function listenFailure(e: unknown, host: string, port: number, setting: string): unknown {
   const code = (e as NodeJS.ErrnoException).code;
-  const where = `${config.host}:${config.port}`;
+  const where = `${host}:${port}`;
   if (code === 'EADDRINUSE') {
-    return new StartupError(`cannot listen on ${where}: the address is in use (PORT)`);
+    return new StartupError(`cannot listen on ${where}: the address is in use (${setting})`);
   }
   if (code === 'EACCES') {
-    return new StartupError(`cannot listen on ${where}: permission denied (PORT)`);
+    return new StartupError(`cannot listen on ${where}: permission denied (${setting})`);
   }
   if (code === 'EADDRNOTAVAIL' || code === 'ENOTFOUND') {
     return new StartupError(`cannot listen on ${where}: no such address here (STATEHOUSE_HOST)`);
@@ -136,12 +193,17 @@ export async function serve(config: AppConfig): Promise<never> {
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
 
-  const { app, requests } = await startServer(config);
+  const { app, listeners } = await startServer(config);
   const signal = await stopRequested;
+  const inFlight = listeners.reduce((n, l) => n + l.requests.count, 0);
   logger.log(
-    `${signal}: stopping (no new connections; ${requests.count} request(s) in flight get up to ${config.shutdownTimeoutSeconds} s)`,
+    `${signal}: stopping (no new connections; ${inFlight} request(s) in flight get up to ${config.shutdownTimeoutSeconds} s)`,
   );
-  let clean = await requests.drain(config.shutdownTimeoutSeconds * 1000);
+  // Every listener stops taking connections at once, and its requests finish.
+  const drained = await Promise.all(
+    listeners.map((l) => l.requests.drain(config.shutdownTimeoutSeconds * 1000)),
+  );
+  let clean = drained.every((d) => d);
   if (!clean) {
     logger.error(
       `requests still in flight after ${config.shutdownTimeoutSeconds} s (STATEHOUSE_SHUTDOWN_TIMEOUT): their connections were closed`,

@@ -87,6 +87,11 @@ export interface AppConfig {
   /** Requests per minute per client address on the login and token endpoints. */
   authRateLimitPerMinute: number;
   s3Door: {
+    /**
+     * STATEHOUSE_S3_PORT: the S3 door is also served at the root of a listener of its own on
+     * this port (0: any free port), for clients that cannot put a path in their endpoint.
+     */
+    port: number | undefined;
     /** Bucket names the `/s3` door answers for. */
     buckets: string[];
     /** Terraform `workspace_key_prefix` values understood in object keys. */
@@ -158,6 +163,7 @@ const KNOWN = new Set([
   'STATEHOUSE_AUTH_RATE_LIMIT',
   'STATEHOUSE_S3_DOOR_BUCKETS',
   'STATEHOUSE_S3_WORKSPACE_PREFIXES',
+  'STATEHOUSE_S3_PORT',
   // read by the CLI, not the server
   'STATEHOUSE_SERVER',
   'STATEHOUSE_TOKEN',
@@ -253,6 +259,13 @@ export function loadConfig(env: Env = process.env): AppConfig {
   }
 
   const port = int('PORT', 8080, 0, 65535);
+  const s3Port =
+    str('STATEHOUSE_S3_PORT') === undefined ? undefined : int('STATEHOUSE_S3_PORT', 0, 0, 65535);
+  if (s3Port !== undefined && s3Port !== 0 && s3Port === port) {
+    problems.push(
+      `STATEHOUSE_S3_PORT must differ from PORT (both ${port}): it is a listener of its own`,
+    );
+  }
   const host = str('STATEHOUSE_HOST') ?? '0.0.0.0';
   const dataDir = resolve(str('STATEHOUSE_DATA_DIR') ?? './data');
 
@@ -548,7 +561,7 @@ export function loadConfig(env: Env = process.env): AppConfig {
     tokens: { privateKeyPem, kid: tokenKid, accessTtlSeconds, refreshTtlSeconds },
     sts: { kid: stsKid, hmacKeys, ttlSeconds: stsTtlSeconds },
     authRateLimitPerMinute,
-    s3Door: { buckets, workspacePrefixes },
+    s3Door: { port: s3Port, buckets, workspacePrefixes },
     failpoints,
     warnings,
   };

@@ -4,6 +4,7 @@ import { LoginIdentityEntity } from '../auth/entities/login-identity.entity';
 import { RefreshTokenEntity } from '../auth/entities/refresh-token.entity';
 import { SigningKeyEntity } from '../auth/entities/signing-key.entity';
 import { S3UploadEntity, S3UploadPartEntity } from '../s3compat/entities/s3-upload.entity';
+import { S3BucketEntity } from '../s3compat/entities/s3-bucket.entity';
 import { S3UsedSignatureEntity } from '../s3compat/entities/s3-used-signature.entity';
 import { AuditEventEntity } from '../audit/entities/audit-event.entity';
 import {
@@ -37,6 +38,7 @@ export const ENTITIES = [
   S3UploadEntity,
   S3UploadPartEntity,
   S3UsedSignatureEntity,
+  S3BucketEntity,
   RbacPermissionEntity,
   RbacRuleEntity,
   RbacRoleEntity,

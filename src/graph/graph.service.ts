@@ -145,8 +145,10 @@ export class GraphService implements StateWriteHook, OnModuleInit {
     private readonly audit: AuditService,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
   ) {
+    const bases = [config.publicUrl, ...config.aliases];
     this.self = {
-      bases: [config.publicUrl, ...config.aliases],
+      bases,
+      s3Port: config.s3Door.port || undefined,
       buckets: config.s3Door.buckets,
       workspacePrefixes: config.s3Door.workspacePrefixes,
     };
@@ -157,13 +159,16 @@ export class GraphService implements StateWriteHook, OnModuleInit {
   }
 
   /**
-   * The port the server actually listens on (PORT=0 picks one): with STATEHOUSE_ALIASES unset,
-   * `localhost` and `127.0.0.1` at that port are this server too.
+   * The ports the server actually listens on (PORT=0 and STATEHOUSE_S3_PORT=0 pick one): with
+   * STATEHOUSE_ALIASES unset, `localhost` and `127.0.0.1` at that port are this server too; the
+   * S3 door's own listener is at the S3 port of every base.
    */
-  listeningOn(port: number, scheme: 'http' | 'https'): void {
-    if (!this.config.defaultAliases) return;
-    const extra = [`${scheme}://localhost:${port}`, `${scheme}://127.0.0.1:${port}`];
-    this.self = { ...this.self, bases: [...new Set([...this.self.bases, ...extra])] };
+  listeningOn(port: number, scheme: 'http' | 'https', s3Port?: number): void {
+    const extra = this.config.defaultAliases
+      ? [`${scheme}://localhost:${port}`, `${scheme}://127.0.0.1:${port}`]
+      : [];
+    const bases = [...new Set([...this.self.bases, ...extra])];
+    this.self = { ...this.self, bases, s3Port };
   }
 
   // ------------------------------------------------------------------ on every write

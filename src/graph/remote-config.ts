@@ -7,6 +7,8 @@ import { resolveKey } from '../s3compat/s3-keys';
 export interface SelfAddresses {
   /** Base URLs (scheme, host, port, optional path) this server answers on. */
   bases: readonly string[];
+  /** The port of the S3 door's own listener (STATEHOUSE_S3_PORT), when there is one. */
+  s3Port?: number;
   buckets: readonly string[];
   workspacePrefixes: readonly string[];
 }
@@ -38,16 +40,29 @@ export function normaliseBase(url: string): string | undefined {
   }
 }
 
-function underSelf(url: string, self: SelfAddresses, suffix: string): string | undefined {
-  const target = normaliseBase(url);
-  if (!target) return undefined;
-  for (const base of self.bases) {
-    const b = normaliseBase(base);
-    if (!b) continue;
-    const root = `${b}${suffix}`;
-    if (target === root || target.startsWith(`${root}/`)) return target.slice(root.length);
+/**
+ * Where S3 clients reach the S3 door of a server answering on `bases`: each base with `/s3`,
+ * and — with STATEHOUSE_S3_PORT — the root of that listener at each base's scheme and host.
+ */
+export function s3EndpointsOf(bases: readonly string[], s3Port: number | undefined): string[] {
+  const endpoints = bases.map((b) => `${trimEnd(b, '/')}/s3`);
+  if (s3Port !== undefined) {
+    for (const b of bases) {
+      try {
+        const u = new URL(b);
+        endpoints.push(`${u.protocol}//${u.hostname}:${s3Port}`);
+      } catch {
+        // not a URL: not an address of this server
+      }
+    }
   }
-  return undefined;
+  return [...new Set(endpoints)];
+}
+
+/** Whether `url` is one of `bases` (compared normalised). */
+function isOneOf(url: string, bases: readonly string[]): boolean {
+  const target = normaliseBase(url);
+  return target !== undefined && bases.some((b) => normaliseBase(b) === target);
 }
 
 /**
@@ -70,7 +85,7 @@ export function resolveRemoteState(
             ? c.endpoint
             : undefined;
       if (!endpoint || endpoint.length > MAX_ADDRESS_LENGTH) return undefined;
-      if (underSelf(endpoint, self, '/s3') !== '') return undefined;
+      if (!isOneOf(endpoint, s3EndpointsOf(self.bases, self.s3Port))) return undefined;
       if (
         typeof c.bucket !== 'string' ||
         !self.buckets.includes(c.bucket) ||
@@ -89,8 +104,7 @@ export function resolveRemoteState(
       const a = splitHttpAddress(c.address);
       if (!a) return undefined;
       const marker = a.path.indexOf('/v1/backend/');
-      if (marker < 0 || underSelf(a.origin + a.path.slice(0, marker), self, '') !== '')
-        return undefined;
+      if (marker < 0 || !isOneOf(a.origin + a.path.slice(0, marker), self.bases)) return undefined;
       const params = new URLSearchParams(a.query);
       return {
         unit: unitNameFromRawPath(a.path.slice(marker + '/v1/backend/'.length)),

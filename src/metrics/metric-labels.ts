@@ -5,6 +5,7 @@
  * series stays bounded whatever clients send.
  */
 import type { Door } from '../common/request-context';
+import { UNSUPPORTED_SUB_RESOURCES } from '../s3compat/s3-request';
 import { BLOB_STORE_OPERATIONS } from '../storage/observed-blob.store';
 
 /** The `door` label: how a request came in. */
@@ -62,7 +63,9 @@ export const S3_OPERATIONS = [
   'HeadBucket',
   'GetBucketLocation',
   'GetBucketVersioning',
+  'ListObjects',
   'ListObjectsV2',
+  'CreateBucket',
   'GetObject',
   'HeadObject',
   'PutObject',
@@ -120,11 +123,16 @@ export function s3Operation(m: string, url: string): S3Operation {
   if (!hasBucket) return m === 'GET' ? 'ListBuckets' : 'NotImplemented';
   if (!hasKey) {
     if (m === 'HEAD') return 'HeadBucket';
+    if (m === 'PUT')
+      return onlyQueryNames(url, pathEnd, ['x-id']) ? 'CreateBucket' : 'NotImplemented';
     if (m !== 'GET') return 'NotImplemented';
     if (queryHas(url, 'location')) return 'GetBucketLocation';
     if (queryHas(url, 'versioning')) return 'GetBucketVersioning';
     if (queryHas(url, 'list-type', '2')) return 'ListObjectsV2';
-    return 'NotImplemented';
+    if (queryHas(url, 'list-type') || queryHas(url, 'uploads')) return 'NotImplemented';
+    return UNSUPPORTED_SUB_RESOURCES.some((k) => queryHas(url, k))
+      ? 'NotImplemented'
+      : 'ListObjects';
   }
   const upload = queryHas(url, 'uploadId');
   switch (m) {
@@ -311,3 +319,12 @@ export function dbErrorKind(e: unknown, unreachable: boolean): DbErrorKind {
 
 /** Blob store operations whose failures are counted. */
 export const BLOB_OPERATIONS = BLOB_STORE_OPERATIONS;
+
+/** Whether every parameter of the query (from `at`, the `?` or the URL's end) is one of `names`. */
+function onlyQueryNames(url: string, at: number, names: readonly string[]): boolean {
+  if (at >= url.length) return true;
+  return url
+    .slice(at + 1)
+    .split('&')
+    .every((p) => p === '' || names.includes(p.split('=', 1)[0]));
+}

@@ -17,6 +17,7 @@ export const S3_ERRORS = {
   InvalidRange: 416,
   InvalidRequest: 400,
   InvalidToken: 400,
+  InvalidURI: 400,
   MalformedXML: 400,
   MethodNotAllowed: 405,
   MissingContentLength: 411,

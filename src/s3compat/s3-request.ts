@@ -1,4 +1,6 @@
 import type { Request } from 'express';
+import type { IncomingMessage } from 'node:http';
+import { isIP } from 'node:net';
 import { Readable } from 'node:stream';
 import { readSmallBody } from '../common/raw-body';
 import { feed } from '../common/streams';
@@ -6,7 +8,23 @@ import { S3Error } from './s3-errors';
 import { decodeQuery, percentDecode } from './sigv4';
 import type { HeaderMap } from './wire';
 
+/** Where the S3 door is mounted on the main listener. */
 export const S3_PREFIX = '/s3';
+
+const AT_ROOT = Symbol('statehouse.s3-door-at-root');
+
+/**
+ * Marks a request that arrived at the root of the S3 door's own listener (STATEHOUSE_S3_PORT),
+ * where `/<bucket>/<key>` needs no `/s3` in front.
+ */
+export function markAtRoot(req: IncomingMessage): void {
+  (req as IncomingMessage & { [AT_ROOT]?: true })[AT_ROOT] = true;
+}
+
+/** The path the S3 door was reached under: `/s3` on the main listener, `` at the root of its own. */
+export function s3BaseOf(req: IncomingMessage): string {
+  return (req as IncomingMessage & { [AT_ROOT]?: true })[AT_ROOT] ? '' : S3_PREFIX;
+}
 
 /** Where an S3 request points, read from the raw URL. */
 export interface S3Target {
@@ -20,13 +38,17 @@ export interface S3Target {
   query: Map<string, string>;
 }
 
-export function parseTarget(originalUrl: string): S3Target {
+/**
+ * Reads the target from the URL as received (`originalUrl`: path and query exactly as sent, what
+ * the client signed) below `base` (`s3BaseOf`).
+ */
+export function parseTarget(originalUrl: string, base = S3_PREFIX): S3Target {
   const q = originalUrl.indexOf('?');
   const rawPath = q < 0 ? originalUrl : originalUrl.slice(0, q);
   const rawQuery = q < 0 ? '' : originalUrl.slice(q + 1);
   const query = new Map<string, string>();
   for (const [name, value] of decodeQuery(rawQuery)) if (!query.has(name)) query.set(name, value);
-  const rest = rawPath.slice(S3_PREFIX.length).replace(/^\//, '');
+  const rest = rawPath.slice(base.length).replace(/^\//, '');
   if (rest === '') return { rawPath, rawQuery, query };
   const slash = rest.indexOf('/');
   const rawBucket = slash < 0 ? rest : rest.slice(0, slash);
@@ -38,6 +60,28 @@ export function parseTarget(originalUrl: string): S3Target {
     bucket: decode(rawBucket),
     key: rawKey === '' ? undefined : decode(rawKey),
   };
+}
+
+/**
+ * The bucket a virtual-hosted-style request names in its Host (`tfstate.127.0.0.1:9000`,
+ * `tfstate.statehouse.example.com`), or undefined for a path-style request. It counts only when
+ * the Host is a configured bucket, a dot, and this server — an IP address, `localhost`, or a
+ * host of its base URLs (`selfHosts`) — so a server whose own name starts like a bucket
+ * (`tfstate.example.com`) is not misread.
+ */
+export function virtualHostedBucket(
+  host: string | undefined,
+  buckets: readonly string[],
+  selfHosts: readonly string[],
+): string | undefined {
+  if (host === undefined || host.startsWith('[')) return undefined;
+  const hostname = host.replace(/:\d*$/, '').toLowerCase();
+  for (const bucket of buckets) {
+    if (!hostname.startsWith(`${bucket}.`)) continue;
+    const rest = hostname.slice(bucket.length + 1);
+    if (isIP(rest) !== 0 || rest === 'localhost' || selfHosts.includes(rest)) return bucket;
+  }
+  return undefined;
 }
 
 function decode(raw: string): string {
@@ -121,3 +165,27 @@ export function parseRange(
   if (start >= size) throw new S3Error('InvalidRange', 'The requested range is not satisfiable');
   return { start, end };
 }
+
+/** Sub-resources of objects and buckets this server does not implement (answered NotImplemented). */
+export const UNSUPPORTED_SUB_RESOURCES: readonly string[] = [
+  'acl',
+  'tagging',
+  'retention',
+  'legal-hold',
+  'torrent',
+  'restore',
+  'select',
+  'attributes',
+  'versionId',
+  'versions',
+  'policy',
+  'cors',
+  'lifecycle',
+  'website',
+  'notification',
+  'replication',
+  'encryption',
+  'object-lock',
+  'delete',
+  'uploads',
+];

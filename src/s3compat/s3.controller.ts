@@ -10,37 +10,15 @@ import { S3AuthService, S3Caller } from './s3-auth.service';
 import { ReplayedRequestError, ReplayGuard, ReplayGuardService } from './replay-guard.service';
 import { S3_ERRORS, S3Error, s3CodeOf } from './s3-errors';
 import { S3ExceptionFilter } from './s3-exception.filter';
-import { parseTarget, S3Target } from './s3-request';
+import { parseTarget, s3BaseOf, S3Target, UNSUPPORTED_SUB_RESOURCES } from './s3-request';
 import { S3Reply, S3Service } from './s3.service';
-
-/** Sub-resources of objects and buckets this server does not implement (answered NotImplemented). */
-const UNSUPPORTED = [
-  'acl',
-  'tagging',
-  'retention',
-  'legal-hold',
-  'torrent',
-  'restore',
-  'select',
-  'attributes',
-  'versionId',
-  'versions',
-  'policy',
-  'cors',
-  'lifecycle',
-  'website',
-  'notification',
-  'replication',
-  'encryption',
-  'object-lock',
-  'delete',
-  'uploads',
-];
 
 /**
  * The S3-compatible door at `/s3/{bucket}/{key…}` (path-style), for Terraform's `backend "s3"`,
- * the AWS CLI and SDKs. Every request is authenticated here (SigV4 + session token) before
- * anything else is looked at. Documented in the README (not in the OpenAPI spec).
+ * the AWS CLI and SDKs — and, with STATEHOUSE_S3_PORT, at `/{bucket}/{key…}` on a listener of
+ * its own (s3-listener.ts). Every request is authenticated here (SigV4 + session token, over the
+ * path as received) before anything else is looked at. Documented in the README (not in the
+ * OpenAPI spec).
  */
 @ApiExcludeController()
 @ThroughDoor('s3')
@@ -57,7 +35,8 @@ export class S3Controller {
 
   @All(['s3', 's3/*path'])
   async handle(@Req() req: Request, @Res() res: Response): Promise<void> {
-    const target = parseTarget(req.originalUrl);
+    const target = parseTarget(req.originalUrl, s3BaseOf(req));
+    this.s3.assertPathStyle(req.headers.host);
     const caller = await this.auth.authenticate(req, target);
     // Every signed write is accepted once (see ReplayGuardService).
     const guard = this.replay.guardFor(req.method, caller.signing, caller.principal);
@@ -83,6 +62,10 @@ export class S3Controller {
       if (method === 'GET') return this.s3.listBuckets(principal);
       throw notImplemented(method, 'the service');
     }
+    // CreateBucket: a PUT on the bucket itself, no sub-resource (?versioning, ?acl …) named.
+    if (t.key === undefined && method === 'PUT' && [...q.keys()].every((k) => k === 'x-id')) {
+      return this.s3.createBucket(t.bucket, req, signing);
+    }
     this.s3.assertBucket(t.bucket);
     if (t.key === undefined) {
       switch (method) {
@@ -91,13 +74,13 @@ export class S3Controller {
         case 'GET':
           if (q.has('location')) return this.s3.bucketLocation();
           if (q.has('versioning')) return this.s3.bucketVersioning();
-          if (q.get('list-type') === '2') return this.s3.listObjectsV2(principal, t.bucket, q);
           if (q.has('uploads')) throw notImplemented(method, 'ListMultipartUploads');
-          if ([...q.keys()].some((k) => UNSUPPORTED.includes(k)))
-            throw notImplemented(method, 'this bucket sub-resource');
+          if (hasSubResource(q)) throw notImplemented(method, 'this bucket sub-resource');
+          if (!q.has('list-type')) return this.s3.listObjects(principal, t.bucket, q);
+          if (q.get('list-type') === '2') return this.s3.listObjectsV2(principal, t.bucket, q);
           throw new S3Error(
-            'NotImplemented',
-            'ListObjects (v1) is not supported: use ListObjectsV2 (list-type=2)',
+            'InvalidArgument',
+            'list-type must be 2 (ListObjectsV2), or absent (ListObjects)',
           );
         default:
           throw notImplemented(method, 'the bucket');
@@ -150,8 +133,12 @@ function isRefusal(e: unknown): boolean {
   return status !== undefined && status >= 400 && status < 500;
 }
 
+function hasSubResource(q: Map<string, string>): boolean {
+  return [...q.keys()].some((k) => UNSUPPORTED_SUB_RESOURCES.includes(k));
+}
+
 function rejectUnsupported(q: Map<string, string>, method: string): void {
-  const sub = [...q.keys()].find((k) => UNSUPPORTED.includes(k));
+  const sub = [...q.keys()].find((k) => UNSUPPORTED_SUB_RESOURCES.includes(k));
   if (sub) throw notImplemented(method, `the ?${sub} sub-resource`);
 }
 

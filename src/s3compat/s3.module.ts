@@ -2,6 +2,7 @@ import { Module } from '@nestjs/common';
 import { AuthModule } from '../auth/auth.module';
 import { LocksModule } from '../locks/locks.module';
 import { StateModule } from '../state/state.module';
+import { BucketRepository } from './bucket.repository';
 import { MultipartRepository } from './multipart.repository';
 import { ReplayGuardService } from './replay-guard.service';
 import { S3AuthService } from './s3-auth.service';
@@ -16,6 +17,7 @@ import { UsedSignatureRepository } from './used-signature.repository';
     S3AuthService,
     S3Service,
     MultipartRepository,
+    BucketRepository,
     ReplayGuardService,
     UsedSignatureRepository,
   ],

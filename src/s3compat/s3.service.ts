@@ -1,4 +1,11 @@
-import { Inject, Injectable, Logger, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
+import {
+  Inject,
+  Injectable,
+  Logger,
+  OnApplicationBootstrap,
+  OnApplicationShutdown,
+  OnModuleInit,
+} from '@nestjs/common';
 import type { Request } from 'express';
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { Readable, Transform, TransformCallback } from 'node:stream';
@@ -11,6 +18,17 @@ import { AuthorizationService } from '../rbac/authorization.service';
 import { StateAddress, StateService } from '../state/state.service';
 import { BLOB_STORE, BlobStore } from '../storage/blob-store';
 import { COMPLETE_XML_LIMITS, parseCompleteMultipartXml } from './complete-multipart-xml';
+import { BucketRepository } from './bucket.repository';
+import {
+  ListedObject,
+  listBucketResultV1,
+  listBucketResultV2,
+  listPage,
+  ListRequest,
+  listRequestV1,
+  listRequestV2,
+  sortForListing,
+} from './listing';
 import { bodyTransforms, planRequestBody } from './request-body';
 import { MultipartRepository } from './multipart.repository';
 import type { ReplayGuard } from './replay-guard.service';
@@ -24,6 +42,8 @@ import {
   isoDate,
   parseRange,
   readAllLimited,
+  s3BaseOf,
+  virtualHostedBucket,
 } from './s3-request';
 import { el, S3_NS, XML_HEADER } from './s3-xml';
 import type { SigningContext } from './sigv4';
@@ -36,6 +56,7 @@ export interface S3Reply {
 }
 
 const MAX_LOCK_INFO_BYTES = 64 * 1024;
+const MAX_BUCKET_CONFIGURATION_BYTES = 64 * 1024;
 const MIN_PART_BYTES = 5 * 1024 * 1024;
 const MAX_PARTS = COMPLETE_XML_LIMITS.maxParts;
 const STALE_UPLOAD_SECONDS = 24 * 3600;
@@ -47,9 +68,11 @@ const quoted = (md5Hex: string): string => `"${md5Hex}"`;
  * adds no rule of its own beyond S3's wire format and the key mapping.
  */
 @Injectable()
-export class S3Service implements OnModuleInit, OnApplicationShutdown {
+export class S3Service implements OnModuleInit, OnApplicationBootstrap, OnApplicationShutdown {
   private readonly logger = new Logger('s3');
   private sweeper?: NodeJS.Timeout;
+  /** The host names of this server's base URLs (to recognise virtual-hosted-style requests). */
+  private readonly selfHosts: string[];
 
   constructor(
     @Inject(APP_CONFIG) private readonly config: AppConfig,
@@ -57,13 +80,27 @@ export class S3Service implements OnModuleInit, OnApplicationShutdown {
     private readonly locks: LocksService,
     private readonly authz: AuthorizationService,
     private readonly uploads: MultipartRepository,
+    private readonly buckets: BucketRepository,
     @Inject(BLOB_STORE) private readonly blobs: BlobStore,
-  ) {}
+  ) {
+    this.selfHosts = [config.publicUrl, ...config.aliases].map((u) =>
+      new URL(u).hostname.toLowerCase(),
+    );
+  }
 
   onModuleInit(): void {
     // Multipart uploads abandoned by their clients (or completed by a process that then died).
     this.sweeper = setInterval(() => void this.sweepStaleUploads(), 3600_000);
     this.sweeper.unref();
+  }
+
+  /** The configured buckets are served from now on: their creation time, if not recorded yet. */
+  async onApplicationBootstrap(): Promise<void> {
+    try {
+      await this.buckets.recordServed(this.config.s3Door.buckets);
+    } catch (e) {
+      this.logger.warn({ err: e }, 'could not record when the S3 buckets were first served');
+    }
   }
 
   onApplicationShutdown(): void {
@@ -82,15 +119,24 @@ export class S3Service implements OnModuleInit, OnApplicationShutdown {
 
   // ------------------------------------------------------------------ service and bucket
 
-  listBuckets(principal: Principal): S3Reply {
-    const buckets = this.config.s3Door.buckets
+  /** ListBuckets: each configured bucket, created when the server first served it. */
+  async listBuckets(principal: Principal): Promise<S3Reply> {
+    const names = this.config.s3Door.buckets;
+    let created = await this.buckets.firstServed(names);
+    if (names.some((b) => !created.has(b))) {
+      // Not recorded at start (the database was not answering then): recorded now.
+      await this.buckets.recordServed(names);
+      created = await this.buckets.firstServed(names);
+    }
+    const list = names
       .map(
-        (b) => `<Bucket>${el('Name', b)}${el('CreationDate', '2026-01-01T00:00:00.000Z')}</Bucket>`,
+        (b) =>
+          `<Bucket>${el('Name', b)}${el('CreationDate', isoDate(created.get(b) ?? new Date()))}</Bucket>`,
       )
       .join('');
     return xml(
       200,
-      `<ListAllMyBucketsResult xmlns="${S3_NS}"><Owner>${el('ID', principal.subject)}${el('DisplayName', principal.subject)}</Owner><Buckets>${buckets}</Buckets></ListAllMyBucketsResult>`,
+      `<ListAllMyBucketsResult xmlns="${S3_NS}"><Owner>${el('ID', principal.subject)}${el('DisplayName', principal.subject)}</Owner><Buckets>${list}</Buckets></ListAllMyBucketsResult>`,
     );
   }
 
@@ -101,6 +147,40 @@ export class S3Service implements OnModuleInit, OnApplicationShutdown {
         `The specified bucket does not exist: ${bucket} (this server answers for ${this.config.s3Door.buckets.join(', ')})`,
       );
     }
+  }
+
+  /**
+   * Refuses a virtual-hosted-style request (`Host: tfstate.<this server>`), which would
+   * otherwise be read path-style — its key taken for a bucket — and answered misleadingly.
+   */
+  assertPathStyle(host: string | undefined): void {
+    const bucket = virtualHostedBucket(host, this.config.s3Door.buckets, this.selfHosts);
+    if (bucket === undefined) return;
+    throw new S3Error(
+      'InvalidRequest',
+      `Virtual-hosted-style requests are not supported (the Host "${host}" names the bucket ${bucket} as a subdomain): address buckets path-style, /${bucket}/<key> — s3cmd: host_bucket = host_base; AWS CLI: addressing_style = path; Terraform: use_path_style = true; rclone: force_path_style = true`,
+    );
+  }
+
+  /**
+   * CreateBucket: the configured buckets exist already and belong to every caller, so creating
+   * one answers as S3 (us-east-1) does for a bucket you own — 200 — after reading the body (a
+   * CreateBucketConfiguration, checked against its signed hash and otherwise ignored). Any other
+   * name cannot be created here.
+   */
+  async createBucket(bucket: string, req: Request, signing: SigningContext): Promise<S3Reply> {
+    if (!this.config.s3Door.buckets.includes(bucket)) {
+      throw new S3Error(
+        'AccessDenied',
+        `Buckets cannot be created here: this server answers for ${this.config.s3Door.buckets.join(', ')} (STATEHOUSE_S3_DOOR_BUCKETS)`,
+      );
+    }
+    await readAllLimited(
+      this.body(req, signing, false).stream,
+      MAX_BUCKET_CONFIGURATION_BYTES,
+      'the bucket configuration',
+    );
+    return { status: 200, headers: { Location: `/${bucket}` } };
   }
 
   bucketLocation(): S3Reply {
@@ -115,87 +195,45 @@ export class S3Service implements OnModuleInit, OnApplicationShutdown {
     );
   }
 
-  /** ListObjectsV2 over the states the caller may read, with S3's paging and grouping rules. */
+  /** ListObjects (v1, paged by marker) over the states the caller may read. */
+  async listObjects(
+    principal: Principal,
+    bucket: string,
+    q: Map<string, string>,
+  ): Promise<S3Reply> {
+    const r = listRequestV1(q);
+    return xml(
+      200,
+      listBucketResultV1(bucket, r, listPage(await this.objects(principal, r), r), q),
+    );
+  }
+
+  /** ListObjectsV2 (paged by continuation token) over the states the caller may read. */
   async listObjectsV2(
     principal: Principal,
     bucket: string,
     q: Map<string, string>,
   ): Promise<S3Reply> {
-    const prefix = q.get('prefix') ?? '';
-    const delimiter = q.get('delimiter') ?? '';
-    const urlEncode = q.get('encoding-type') === 'url';
-    if (q.has('encoding-type') && !urlEncode)
-      throw new S3Error('InvalidArgument', 'Invalid Encoding Method specified in Request');
-    const maxRaw = q.get('max-keys') ?? '1000';
-    if (!/^\d+$/.test(maxRaw))
-      throw new S3Error('InvalidArgument', 'max-keys must be a non-negative integer');
-    const maxKeys = Math.min(Number(maxRaw), 1000);
-    const token = q.get('continuation-token');
-    let after = q.get('start-after') ?? '';
-    if (token !== undefined) {
-      const decoded = Buffer.from(token, 'base64url').toString('utf8');
-      if (token === '' || Buffer.from(decoded, 'utf8').toString('base64url') !== token) {
-        throw new S3Error('InvalidArgument', 'The continuation token provided is incorrect');
-      }
-      after = decoded;
-    }
+    const r = listRequestV2(q);
+    return xml(
+      200,
+      listBucketResultV2(bucket, r, listPage(await this.objects(principal, r), r), q),
+    );
+  }
 
-    const objects: { key: string; size: number; md5: string; modified: Date }[] = [];
+  /** The objects of the caller's readable states under the listing's prefix, in listing order. */
+  private async objects(principal: Principal, r: ListRequest): Promise<ListedObject[]> {
+    const objects: ListedObject[] = [];
     for (const s of await this.states.listReadableStates(principal)) {
       const keys =
         s.workspace === 'default'
           ? [objectKey(s, '')]
           : this.config.s3Door.workspacePrefixes.map((p) => objectKey(s, p));
       for (const key of keys)
-        if (key.startsWith(prefix))
+        if (key.startsWith(r.prefix))
           objects.push({ key, size: s.size, md5: s.md5, modified: s.modified });
     }
-    objects.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
-
-    const enc = (s: string) => (urlEncode ? encodeURIComponent(s).replace(/%2F/g, '/') : s);
-    const contents: string[] = [];
-    const prefixes: string[] = [];
-    let last = '';
-    let truncated = false;
-    let count = 0;
-    for (const o of objects) {
-      if (o.key <= after) continue;
-      let rolled: string | undefined;
-      if (delimiter !== '') {
-        const i = o.key.indexOf(delimiter, prefix.length);
-        if (i >= 0) rolled = o.key.slice(0, i + delimiter.length);
-      }
-      // A common prefix already returned (or passed by the marker) is not returned again.
-      if (rolled !== undefined && (rolled === last || after.startsWith(rolled))) continue;
-      if (count === maxKeys) {
-        truncated = true;
-        break;
-      }
-      count++;
-      if (rolled !== undefined) {
-        prefixes.push(`<CommonPrefixes>${el('Prefix', enc(rolled))}</CommonPrefixes>`);
-        last = rolled;
-      } else {
-        contents.push(
-          `<Contents>${el('Key', enc(o.key))}${el('LastModified', isoDate(o.modified))}${el('ETag', quoted(o.md5))}${el('Size', o.size)}${el('StorageClass', 'STANDARD')}</Contents>`,
-        );
-        last = o.key;
-      }
-    }
-    const body =
-      `<ListBucketResult xmlns="${S3_NS}">${el('Name', bucket)}${el('Prefix', enc(prefix))}` +
-      (delimiter ? el('Delimiter', enc(delimiter)) : '') +
-      `${el('MaxKeys', maxKeys)}${el('KeyCount', count)}${el('IsTruncated', truncated)}` +
-      (token !== undefined ? el('ContinuationToken', token) : '') +
-      (truncated
-        ? el('NextContinuationToken', Buffer.from(last, 'utf8').toString('base64url'))
-        : '') +
-      (q.has('start-after') ? el('StartAfter', enc(q.get('start-after') ?? '')) : '') +
-      (urlEncode ? el('EncodingType', 'url') : '') +
-      contents.join('') +
-      prefixes.join('') +
-      '</ListBucketResult>';
-    return xml(200, body);
+    return sortForListing(objects);
   }
 
   // ------------------------------------------------------------------ objects
@@ -275,7 +313,10 @@ export class S3Service implements OnModuleInit, OnApplicationShutdown {
     guard?: ReplayGuard,
   ): Promise<S3Reply> {
     if (header(req, 'x-amz-copy-source') !== undefined) {
-      throw new S3Error('NotImplemented', 'CopyObject is not supported by this server');
+      throw new S3Error(
+        'NotImplemented',
+        'CopyObject (PutObject with x-amz-copy-source) is not supported by this server: a state is written whole, with its own bytes, and keeps no metadata of its own to change. rclone copies an object onto itself to set its modification time: run it with --update --use-server-modtime (or --checksum)',
+      );
     }
     const { kind, addr } = this.resolve(key);
     const body = this.body(req, signing, false);
@@ -521,7 +562,7 @@ export class S3Service implements OnModuleInit, OnApplicationShutdown {
     const etag = quoted(written.version.md5);
     return xml(
       200,
-      `<CompleteMultipartUploadResult xmlns="${S3_NS}">${el('Location', `/s3/${bucket}/${key}`)}${el('Bucket', bucket)}${el('Key', key)}${el('ETag', etag)}</CompleteMultipartUploadResult>`,
+      `<CompleteMultipartUploadResult xmlns="${S3_NS}">${el('Location', `${s3BaseOf(req)}/${bucket}/${key.split('/').map(encodeURIComponent).join('/')}`)}${el('Bucket', bucket)}${el('Key', key)}${el('ETag', etag)}</CompleteMultipartUploadResult>`,
       sse(req),
     );
   }

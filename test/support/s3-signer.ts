@@ -58,7 +58,11 @@ function toBuffer(data: SourceData): Buffer {
   return Buffer.from(data);
 }
 
-/** A header-signed request to `/s3/tfstate/<key>` (x-amz-content-sha256 of the body). */
+/**
+ * A header-signed request to `/s3/tfstate/<key>` (x-amz-content-sha256 of the body) — or below
+ * another `base` (`''`: the root of the S3 door's own listener) and `bucket`; an empty key is the
+ * bucket itself (`/tfstate`), no bucket the service (`/`).
+ */
 export async function signS3(
   port: number,
   creds: S3Creds,
@@ -69,6 +73,10 @@ export async function signS3(
     headers?: Record<string, string>;
     body?: Buffer;
     time?: Date;
+    base?: string;
+    bucket?: string;
+    /** The Host header signed and sent (default 127.0.0.1:<port>). */
+    host?: string;
   },
 ): Promise<RawRequest> {
   const signer = new SignatureV4({
@@ -83,7 +91,9 @@ export async function signS3(
     },
   });
   const body = r.body ?? Buffer.alloc(0);
-  const path = `/s3/tfstate/${r.key.split('/').map(encodeURIComponent).join('/')}`;
+  const bucket = r.bucket ?? 'tfstate';
+  const key = r.key === '' ? '' : `/${r.key.split('/').map(encodeURIComponent).join('/')}`;
+  const path = `${r.base ?? '/s3'}${bucket === '' ? '' : `/${bucket}`}${key}` || '/';
   const signed = await signer.sign(
     {
       method: r.method,
@@ -93,7 +103,7 @@ export async function signS3(
       path,
       query: r.query ?? {},
       headers: {
-        host: `127.0.0.1:${port}`,
+        host: r.host ?? `127.0.0.1:${port}`,
         'x-amz-content-sha256': createHash('sha256').update(body).digest('hex'),
         ...(r.body !== undefined ? { 'content-length': String(body.length) } : {}),
         ...r.headers,

@@ -5,6 +5,9 @@ import { CLI, TEST_TOKEN } from './paths';
 export interface RunningServer {
   url: string;
   port: number;
+  /** The S3 door's own listener (STATEHOUSE_S3_PORT), when it has one. */
+  s3Port?: number;
+  s3Url?: string;
   token: string;
   proc: ChildProcess;
   /** Everything the process wrote so far (stdout and stderr). */
@@ -83,9 +86,13 @@ export async function spawnServer(
     }
   }
   const token = env.STATEHOUSE_BOOTSTRAP_TOKEN ?? TEST_TOKEN;
+  const s3 = /for S3 clients on https?:\/\/[^:\s]+:(\d+)/.exec(out);
+  const s3Port = s3 ? Number(s3[1]) : undefined;
   return {
     url,
     port,
+    s3Port,
+    s3Url: s3Port === undefined ? undefined : `${scheme}://127.0.0.1:${s3Port}`,
     token,
     proc,
     output: () => out,

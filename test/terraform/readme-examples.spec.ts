@@ -11,13 +11,15 @@
  *   <!-- example: not-run: <reason> --> anything else that cannot run here (starts a server,
  *                                       needs PostgreSQL …), with the reason
  *
- * The runnable blocks run against one real server (embedded database, or DATABASE_URL) with
- * the real `terraform` (1.11.x, built-in resources only) and the AWS CLI (v1) on the PATH, like a
- * reader working through the README in one terminal:
+ * The runnable blocks run against one real server (embedded database, or DATABASE_URL; with
+ * STATEHOUSE_S3_PORT set) with the real `terraform` (1.11.x, built-in resources only), the AWS
+ * CLI (v1), rclone and s3cmd on the PATH, like a reader working through the README in one
+ * terminal:
  *   - a section (heading) is a working directory of its own; its `hcl` blocks are written there,
  *     at the path their first comment names (`# network/main.tf`), else as `main.tf`; its `sh`
  *     and `console` blocks run there;
- *   - an `ini` block is the AWS config file ($HOME/.aws/config);
+ *   - an `ini` block is the file its first comment names under `~/` (`# ~/.s3cfg`), else the
+ *     AWS config file ($HOME/.aws/config);
  *   - an `sh` block runs in bash with `set -euo pipefail`, and what it exports stays set for
  *     the blocks after it; a line whose comment ends in `exit code N` must exit N;
  *   - a `console` block's `$ ` lines run one by one; the lines up to the next `$ ` are the
@@ -25,11 +27,13 @@
  *     trailing blanks aside), and `# exit code N`
  *     sets the expected exit code (default 0).
  * What the reader would fill in is filled in (see SUBSTITUTIONS): the server's address for
- * http://localhost:8080, the bootstrap token, an API token for `sht_…`. `statehouse` on the PATH
+ * http://localhost:8080 (and its S3 listener's for localhost:9000), the bootstrap token, an API
+ * token for `sht_…`. `statehouse` on the PATH
  * is this repository's CLI; `curl` fails on an HTTP error (`--fail-with-body`); Terraform runs
  * with an empty CLI config, TF_IN_AUTOMATION=1, TF_INPUT=0 and TF_CLI_ARGS_apply=-auto-approve
  * (the answer "yes"); nothing of the caller's TF_*, AWS_* or STATEHOUSE_* environment leaks in.
- * Without `terraform` or `aws` on the PATH the suite FAILS, naming the tool (it never skips).
+ * Without `terraform`, `aws`, `rclone` or `s3cmd` on the PATH the suite FAILS, naming the tool
+ * (it never skips).
  */
 import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -201,11 +205,11 @@ describe("the README's examples", () => {
     let substitutions: [string, string][];
 
     beforeAll(async () => {
-      for (const tool of ['terraform', 'aws']) {
+      for (const tool of ['terraform', 'aws', 'rclone', 's3cmd']) {
         if (!onPath(tool)) {
           throw new Error(
             `${tool} is not on the PATH (PATH=${process.env.PATH ?? ''}): the README examples need ` +
-              'the real terraform (1.11.x) and the AWS CLI; this suite does not skip without them',
+              'the real terraform (1.11.x), the AWS CLI, rclone and s3cmd; this suite does not skip without them',
           );
         }
       }
@@ -229,7 +233,7 @@ describe("the README's examples", () => {
 
       const fresh = await freshServerEnv();
       cleanup = fresh.cleanup;
-      server = await spawnServer(fresh.env);
+      server = await spawnServer({ ...fresh.env, STATEHOUSE_S3_PORT: '0' });
       // An API token for `sht_…`: a service principal's, minted with the bootstrap token.
       const created = await fetch(`${server.url}/v1/auth/tokens`, {
         method: 'POST',
@@ -243,6 +247,9 @@ describe("the README's examples", () => {
       // What a reader fills in.
       substitutions = [
         ['http://localhost:8080', server.url],
+        // The S3 door's own listener (STATEHOUSE_S3_PORT=9000 in the README).
+        ['http://localhost:9000', server.s3Url ?? 'no S3 listener'],
+        ['localhost:9000', `127.0.0.1:${server.s3Port ?? 'none'}`],
         ['https://statehouse.example.com', server.url],
         ['<the bootstrap token, or later an API token>', TEST_TOKEN],
         ['<bootstrap token>', TEST_TOKEN],
@@ -346,8 +353,11 @@ describe("the README's examples", () => {
 
     function writeIni(block: Block): void {
       const text = fill(block.code);
-      expect(text).toMatch(/^\[profile [^\]]+\]$/m);
-      writeFileSync(join(home, '.aws', 'config'), text);
+      const named = /^#\s*~\/(\S+)\s*$/.exec(text.split('\n')[0])?.[1] ?? '.aws/config';
+      if (named === '.aws/config') expect(text).toMatch(/^\[profile [^\]]+\]$/m);
+      const file = join(home, named);
+      mkdirSync(dirname(file), { recursive: true });
+      writeFileSync(file, text);
     }
 
     it.each(RUNNABLE.map((b) => [`README.md:${b.line}`, b.lang, b.section, b] as const))(

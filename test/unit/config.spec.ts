@@ -184,6 +184,20 @@ describe('loadConfig problem reporting', () => {
     );
   });
 
+  it('serves the S3 door on a listener of its own only when STATEHOUSE_S3_PORT is set, on another port than PORT', () => {
+    expect(loadConfig({}).s3Door.port).toBeUndefined();
+    expect(loadConfig({ STATEHOUSE_S3_PORT: '9000' }).s3Door.port).toBe(9000);
+    expect(loadConfig({ PORT: '0', STATEHOUSE_S3_PORT: '0' }).s3Door.port).toBe(0);
+    expect(configError({ STATEHOUSE_S3_PORT: 'nine' }).problems).toEqual([
+      'STATEHOUSE_S3_PORT must be an integer from 0 to 65535 (got "nine")',
+    ]);
+    expect(configError({ STATEHOUSE_S3_PORT: '70000' }).message).toContain('STATEHOUSE_S3_PORT');
+    expect(configError({ PORT: '9000', STATEHOUSE_S3_PORT: '9000' }).problems).toEqual([
+      'STATEHOUSE_S3_PORT must differ from PORT (both 9000): it is a listener of its own',
+    ]);
+    expect(loadConfig({ STATEHOUSE_S3_PORT: '9000' }).warnings).toEqual([]);
+  });
+
   it('refuses a public URL that is not http(s)', () => {
     expect(configError({ STATEHOUSE_PUBLIC_URL: 'ftp://state.example.com' }).message).toContain(
       'STATEHOUSE_PUBLIC_URL',

@@ -137,10 +137,12 @@ function isProcessCredentials(v: unknown): v is ProcessCredentials {
   );
 }
 
-async function creds(opts: { json?: boolean }, cmd: Command): Promise<void> {
-  if (!opts.json) {
+async function creds(opts: { json?: boolean; env?: boolean }, cmd: Command): Promise<void> {
+  if (opts.json === opts.env) {
     throw new UsageError(
-      '`statehouse creds` prints credentials for AWS credential_process: use `statehouse creds --json`',
+      opts.json
+        ? 'choose one of --json and --env'
+        : '`statehouse creds` prints S3 credentials: `statehouse creds --json` for AWS credential_process, `statehouse creds --env` for shell exports',
     );
   }
   const answer = await clientFor(cmd).json<unknown>('POST', '/v1/auth/issue-s3-creds');
@@ -148,7 +150,32 @@ async function creds(opts: { json?: boolean }, cmd: Command): Promise<void> {
     throw new CliError('the server answered with something that is not process credentials');
   }
   const { Version, AccessKeyId, SecretAccessKey, SessionToken, Expiration } = answer;
-  printJson({ Version, AccessKeyId, SecretAccessKey, SessionToken, Expiration });
+  if (opts.json) {
+    printJson({ Version, AccessKeyId, SecretAccessKey, SessionToken, Expiration });
+    return;
+  }
+  out(envExports({ AccessKeyId, SecretAccessKey, SessionToken, Expiration }));
+}
+
+/**
+ * Credentials as shell exports, for clients without `credential_process` (s3cmd reads the
+ * AWS_* variables): `eval "$(statehouse creds --env)"`. They expire: the first line says when,
+ * as a comment, so it survives `> file` and `eval` alike; AWS_CREDENTIAL_EXPIRATION carries it
+ * for the SDKs that read it.
+ */
+function envExports(c: Omit<ProcessCredentials, 'Version'>): string {
+  return [
+    `# Statehouse S3 credentials, valid until ${c.Expiration}: run \`statehouse creds --env\` again for new ones after that`,
+    `export AWS_ACCESS_KEY_ID=${shellWord(c.AccessKeyId)}`,
+    `export AWS_SECRET_ACCESS_KEY=${shellWord(c.SecretAccessKey)}`,
+    `export AWS_SESSION_TOKEN=${shellWord(c.SessionToken)}`,
+    `export AWS_CREDENTIAL_EXPIRATION=${shellWord(c.Expiration)}`,
+  ].join('\n');
+}
+
+/** A value as one shell word: bare when it holds only safe characters, else single-quoted. */
+function shellWord(value: string): string {
+  return /^[A-Za-z0-9._:+/=-]+$/.test(value) ? value : `'${value.replace(/'/g, `'\\''`)}'`;
 }
 
 export function registerAuthCommands(program: Command): void {
@@ -176,8 +203,12 @@ export function registerAuthCommands(program: Command): void {
   program
     .command('creds')
     .description(
-      'print short-lived S3 credentials as AWS credential_process JSON (refreshing the login first)',
+      'print short-lived S3 credentials (refreshing the login first): AWS credential_process JSON, or shell exports',
     )
-    .option('--json', 'print the process-credentials JSON (the only format)')
+    .option('--json', 'print the process-credentials JSON (for credential_process)')
+    .option(
+      '--env',
+      'print `export AWS_ACCESS_KEY_ID=…` lines (for `eval`; clients without credential_process, like s3cmd)',
+    )
     .action(handled(creds));
 }
