@@ -47,6 +47,14 @@ const EDGE_COLUMNS = `e.id, e.producer_unit, e.producer_workspace, e.consumer_un
   e.recorded_at, e.created_by, e.created_at`;
 
 /**
+ * Every listing of edges in one total order (the columns of the unique index), so an answer
+ * never depends on how rows happen to lie in the table (after a restore, a VACUUM FULL, a plan
+ * change).
+ */
+const EDGE_ORDER = `e.consumer_unit, e.consumer_workspace, e.producer_unit, e.producer_workspace,
+  e.name, e.source`;
+
+/**
  * SQL for the dependency graph. Methods that take an `EntityManager` run inside the caller's
  * transaction (a consumer's write): on the embedded database nothing else may query then.
  */
@@ -249,10 +257,10 @@ export class GraphRepository {
     return sqlRows<EdgeRow>(
       this.db.manager,
       prefix === ''
-        ? `SELECT ${EDGE_COLUMNS} FROM graph_edges e ORDER BY e.consumer_unit, e.consumer_workspace, e.producer_unit, e.name`
+        ? `SELECT ${EDGE_COLUMNS} FROM graph_edges e ORDER BY ${EDGE_ORDER}`
         : `SELECT ${EDGE_COLUMNS} FROM graph_edges e
             WHERE left(e.producer_unit, length($1)) = $1 OR left(e.consumer_unit, length($1)) = $1
-            ORDER BY e.consumer_unit, e.consumer_workspace, e.producer_unit, e.name`,
+            ORDER BY ${EDGE_ORDER}`,
       prefix === '' ? [] : [prefix],
     );
   }
@@ -268,7 +276,8 @@ export class GraphRepository {
            FROM graph_edges g JOIN up ON g.consumer_unit = up.unit AND g.consumer_workspace = up.workspace
        )
        SELECT ${EDGE_COLUMNS} FROM graph_edges e
-         JOIN up ON e.consumer_unit = up.unit AND e.consumer_workspace = up.workspace`,
+         JOIN up ON e.consumer_unit = up.unit AND e.consumer_workspace = up.workspace
+        ORDER BY ${EDGE_ORDER}`,
       [node.unit, node.workspace],
     );
   }

@@ -40,55 +40,19 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { delimiter, dirname, join } from 'node:path';
 import { freshServerEnv } from '../support/database';
-import { CLI, ROOT, TEST_TOKEN } from '../support/paths';
+import { CLI, TEST_TOKEN } from '../support/paths';
 import { onPath } from '../support/processes';
+import { ReadmeBlock, readme, readmeBlocks } from '../support/readme';
 import { NODE, RunningServer, spawnServer } from '../support/server';
 
 jest.setTimeout(600_000);
 
 type Lang = 'sh' | 'hcl' | 'ini' | 'console';
 const CHECKED: readonly string[] = ['sh', 'hcl', 'ini', 'console'];
-const MARKER = /^<!-- example: (runnable|needs-idp|fragment|not-run: .+?) -->$/;
 
-interface Block {
-  lang: Lang;
-  code: string;
-  /** The line of the opening fence (1-based). */
-  line: number;
-  marker: string | undefined;
-  /** The heading the block is under. */
-  section: string;
-}
+type Block = ReadmeBlock & { lang: Lang };
 
-/** The fenced blocks of a Markdown text, with the marker before each and its heading. */
-function readmeBlocks(markdown: string): Block[] {
-  const lines = markdown.split('\n');
-  const blocks: Block[] = [];
-  let section = '(top)';
-  for (let i = 0; i < lines.length; i++) {
-    const heading = /^#{1,6} (.+)$/.exec(lines[i]);
-    if (heading) section = heading[1];
-    const fence = /^```(\S*)\s*$/.exec(lines[i]);
-    if (!fence) continue;
-    const start = i;
-    const body: string[] = [];
-    for (i++; i < lines.length && lines[i] !== '```'; i++) body.push(lines[i]);
-    let before = start - 1;
-    while (before >= 0 && lines[before].trim() === '') before--;
-    const marker = before >= 0 ? MARKER.exec(lines[before].trim())?.[1] : undefined;
-    blocks.push({
-      lang: fence[1] as Lang,
-      code: `${body.join('\n')}\n`,
-      line: start + 1,
-      marker,
-      section,
-    });
-  }
-  return blocks;
-}
-
-const README = readFileSync(join(ROOT, 'README.md'), 'utf8');
-const BLOCKS = readmeBlocks(README).filter((b) => CHECKED.includes(b.lang));
+const BLOCKS = readmeBlocks(readme()).filter((b): b is Block => CHECKED.includes(b.lang));
 const RUNNABLE = BLOCKS.filter((b) => b.marker === 'runnable');
 
 interface Run {
