@@ -44,7 +44,7 @@
  * without the caller's TF_*, AWS_* and STATEHOUSE_* settings. Without `terraform` on the PATH
  * this suite FAILS (it never skips).
  */
-import { execFileSync, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { createHash, randomUUID } from 'node:crypto';
 import {
   accessSync,
@@ -61,6 +61,7 @@ import { request as httpsRequest } from 'node:https';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { freshServerEnv } from '../support/database';
+import { caAndServerCertificate as makeCertificates } from '../support/tls';
 import { CLI } from '../support/paths';
 import { NODE, RunningServer, spawnServer } from '../support/server';
 
@@ -172,64 +173,6 @@ function cleanEnv(): Record<string, string> {
     env[k] = v;
   }
   return env;
-}
-
-/** A CA and a certificate for 127.0.0.1/localhost signed by it (P-256 keys), in `dir`. */
-function makeCertificates(dir: string): { ca: string; cert: string; key: string } {
-  const ca = join(dir, 'ca.pem');
-  const caKey = join(dir, 'ca.key');
-  const key = join(dir, 'server.key');
-  const csr = join(dir, 'server.csr');
-  const cert = join(dir, 'server.pem');
-  const ext = join(dir, 'server.ext');
-  const openssl = (args: string[]) => execFileSync('openssl', args, { stdio: 'pipe' });
-  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
-  openssl([
-    'req',
-    '-x509',
-    ...ec,
-    '-keyout',
-    caKey,
-    '-out',
-    ca,
-    '-days',
-    '2',
-    '-subj',
-    '/CN=Statehouse test CA',
-    '-addext',
-    'basicConstraints=critical,CA:TRUE',
-    '-addext',
-    'keyUsage=critical,keyCertSign,cRLSign',
-  ]);
-  openssl(['req', ...ec, '-keyout', key, '-out', csr, '-subj', '/CN=127.0.0.1']);
-  writeFileSync(
-    ext,
-    [
-      'subjectAltName=IP:127.0.0.1,DNS:localhost',
-      'basicConstraints=CA:FALSE',
-      'keyUsage=critical,digitalSignature',
-      'extendedKeyUsage=serverAuth',
-      '',
-    ].join('\n'),
-  );
-  openssl([
-    'x509',
-    '-req',
-    '-in',
-    csr,
-    '-CA',
-    ca,
-    '-CAkey',
-    caKey,
-    '-CAcreateserial',
-    '-out',
-    cert,
-    '-days',
-    '2',
-    '-extfile',
-    ext,
-  ]);
-  return { ca, cert, key };
 }
 
 const MAIN_RESOURCES = `
