@@ -48,6 +48,7 @@ function freePort() {
 
 /** A replica on a fresh embedded database; resolves with its port once /readyz answers. */
 async function startReplica() {
+  const port = await freePort();
   const env = Object.fromEntries(
     Object.entries(process.env).filter(
       ([k]) => !k.startsWith('STATEHOUSE_') && k !== 'DATABASE_URL',
@@ -57,7 +58,7 @@ async function startReplica() {
     env: {
       ...env,
       NODE_ENV: 'production',
-      PORT: '0',
+      PORT: String(port),
       STATEHOUSE_HOST: '127.0.0.1',
       STATEHOUSE_DATA_DIR: join(scratch, 'data'),
       STATEHOUSE_BOOTSTRAP_TOKEN: TOKEN,
@@ -77,9 +78,8 @@ async function startReplica() {
   proc.stderr.on('data', (d) => (out += d));
   const deadline = Date.now() + 180_000;
   for (;;) {
-    const port = /listening on http:\/\/[^:]+:(\d+)/.exec(out)?.[1];
-    const ready = port && (await fetch(`http://127.0.0.1:${port}/readyz`).catch(() => undefined));
-    if (ready?.status === 200) return Number(port);
+    const ready = await fetch(`http://127.0.0.1:${port}/readyz`).catch(() => undefined);
+    if (ready?.status === 200) return port;
     if (proc.exitCode !== null || Date.now() > deadline) throw new Error(`no replica:\n${out}`);
     await new Promise((r) => setTimeout(r, 100));
   }
