@@ -13,7 +13,7 @@ export interface TfResult {
   code: number | null;
   stdout: string;
   stderr: string;
-  /** stdout and stderr together, for messages. */
+  /** stdout and stderr together, as they came, for messages. */
   output: string;
   ms: number;
 }
@@ -30,14 +30,21 @@ export function runTerraform(
   const proc = spawn(TERRAFORM, args, { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
-  proc.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-  proc.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+  let output = '';
+  proc.stdout.on('data', (d: Buffer) => {
+    stdout += d.toString();
+    output += d.toString();
+  });
+  proc.stderr.on('data', (d: Buffer) => {
+    stderr += d.toString();
+    output += d.toString();
+  });
   const timer = setTimeout(() => proc.kill('SIGKILL'), timeoutMs);
   return new Promise((resolve, reject) => {
     proc.once('error', reject);
     proc.once('close', (code) => {
       clearTimeout(timer);
-      resolve({ code, stdout, stderr, output: stdout + stderr, ms: Date.now() - started });
+      resolve({ code, stdout, stderr, output, ms: Date.now() - started });
     });
   });
 }
