@@ -579,114 +579,116 @@ ${caPem.toString('utf8')}EOT
     });
   });
 
-  it('a repeated signed lock-object PUT (a proxy re-sending it to the other replica) is the same lock, and the lock stays one', async () => {
-    const key = `ingress/${run}/repeat/terraform.tfstate.tflock`;
-    const lockId = randomUUID();
-    const info = Buffer.from(
-      JSON.stringify({
-        ID: lockId,
-        Operation: 'OperationTypeApply',
-        Info: '',
-        Who: 'ci@runner',
-        Version: '1.11.4',
-        Created: new Date().toISOString(),
-        Path: key,
-      }),
-    );
-    const put = await signS3(proxy.port, creds, {
-      method: 'PUT',
-      key,
-      body: info,
-      headers: { 'if-none-match': '*' },
-    });
-    const first = await sendSigned(proxy, put);
-    expect(first.status).toBe(200);
-    // The very same bytes again, at each replica (as nginx passes them: the signed Host).
-    for (const r of [replicaA, replicaB]) {
-      const again = await sendRaw(r.port, put);
-      expect({ status: again.status, code: s3Code(again.text) }).toEqual({
-        status: 200,
-        code: undefined,
-      });
-      expect(again.headers.etag).toBe(first.headers.etag);
-    }
-    const held = await api(`/v1/units/${encodeURIComponent(`ingress/${run}/repeat`)}/lock`);
-    expect(JSON.parse(held.text)).toMatchObject({ id: lockId });
-    const acquired = (await auditOf(`ingress/${run}/repeat`)).filter(
-      (e) => e.type === 'lock.acquire',
-    );
-    expect(acquired).toHaveLength(1);
-    // Another lock ID with the same signature is impossible; a new request for another ID is refused.
-    const other = Buffer.from(info.toString().replace(lockId, randomUUID()));
-    const conflict = await sendSigned(
-      proxy,
-      await signS3(proxy.port, creds, {
+  describe('a replica that fails: nginx re-sends a small PUT to the other one; one replica killed mid-apply', () => {
+    it('a repeated signed lock-object PUT (a proxy re-sending it to the other replica) is the same lock, and the lock stays one', async () => {
+      const key = `ingress/${run}/repeat/terraform.tfstate.tflock`;
+      const lockId = randomUUID();
+      const info = Buffer.from(
+        JSON.stringify({
+          ID: lockId,
+          Operation: 'OperationTypeApply',
+          Info: '',
+          Who: 'ci@runner',
+          Version: '1.11.4',
+          Created: new Date().toISOString(),
+          Path: key,
+        }),
+      );
+      const put = await signS3(proxy.port, creds, {
         method: 'PUT',
         key,
-        body: other,
+        body: info,
         headers: { 'if-none-match': '*' },
-      }),
-    );
-    expect({ status: conflict.status, code: s3Code(conflict.text) }).toEqual({
-      status: 412,
-      code: 'PreconditionFailed',
+      });
+      const first = await sendSigned(proxy, put);
+      expect(first.status).toBe(200);
+      // The very same bytes again, at each replica (as nginx passes them: the signed Host).
+      for (const r of [replicaA, replicaB]) {
+        const again = await sendRaw(r.port, put);
+        expect({ status: again.status, code: s3Code(again.text) }).toEqual({
+          status: 200,
+          code: undefined,
+        });
+        expect(again.headers.etag).toBe(first.headers.etag);
+      }
+      const held = await api(`/v1/units/${encodeURIComponent(`ingress/${run}/repeat`)}/lock`);
+      expect(JSON.parse(held.text)).toMatchObject({ id: lockId });
+      const acquired = (await auditOf(`ingress/${run}/repeat`)).filter(
+        (e) => e.type === 'lock.acquire',
+      );
+      expect(acquired).toHaveLength(1);
+      // Another lock ID with the same signature is impossible; a new request for another ID is refused.
+      const other = Buffer.from(info.toString().replace(lockId, randomUUID()));
+      const conflict = await sendSigned(
+        proxy,
+        await signS3(proxy.port, creds, {
+          method: 'PUT',
+          key,
+          body: other,
+          headers: { 'if-none-match': '*' },
+        }),
+      );
+      expect({ status: conflict.status, code: s3Code(conflict.text) }).toEqual({
+        status: 412,
+        code: 'PreconditionFailed',
+      });
+      // Released, the same signed PUT may not take the lock again (a replay).
+      const release = await sendSigned(
+        proxy,
+        await signS3(proxy.port, creds, { method: 'DELETE', key }),
+      );
+      expect(release.status).toBe(204);
+      const replay = await sendRaw(replicaB.port, put);
+      expect({ status: replay.status, code: s3Code(replay.text) }).toEqual({
+        status: 403,
+        code: 'AccessDenied',
+      });
     });
-    // Released, the same signed PUT may not take the lock again (a replay).
-    const release = await sendSigned(
-      proxy,
-      await signS3(proxy.port, creds, { method: 'DELETE', key }),
-    );
-    expect(release.status).toBe(204);
-    const replay = await sendRaw(replicaB.port, put);
-    expect({ status: replay.status, code: s3Code(replay.text) }).toEqual({
-      status: 403,
-      code: 'AccessDenied',
-    });
-  });
 
-  it('one replica killed (SIGKILL) in the middle of an apply: Terraform finishes, and its next command succeeds, through the other', async () => {
-    const unit = `ingress/${run}/kill`;
-    const dir = workDir('kill', s3Backend(`${unit}/terraform.tfstate`));
-    await tfOk(dir, ['init', ...FLAGS]);
-    await tfOk(dir, ['apply', '-auto-approve', ...FLAGS]);
-    // The apply holds the lock while its provisioner sleeps; replica A dies meanwhile.
-    const apply = tfOk(dir, [
-      'apply',
-      '-auto-approve',
-      ...FLAGS,
-      '-var',
-      'label=two',
-      '-var',
-      'sleep_seconds=6',
-    ]);
-    const holding = Date.now() + 60_000;
-    while ((await api(`/v1/units/${encodeURIComponent(unit)}/lock`)).status !== 200) {
-      if (Date.now() > holding) throw new Error('the apply never took the lock');
-      await new Promise((r) => setTimeout(r, 100));
-    }
-    await replicaA.kill();
-    expect(replicaA.proc.signalCode).toBe('SIGKILL');
-    await apply;
-    // nginx found replica A gone (refused, or closed mid-answer) and passed the requests on to B.
-    expect(proxy.errorLog()).toMatch(
-      new RegExp(`\\[error\\].*upstream: "http://127\\.0\\.0\\.1:${replicaA.port}/`),
-    );
-    expect(JSON.parse(await currentState(unit))).toMatchObject({
-      outputs: { label: { value: 'two' } },
+    it('one replica killed (SIGKILL) in the middle of an apply: Terraform finishes, and its next command succeeds, through the other', async () => {
+      const unit = `ingress/${run}/kill`;
+      const dir = workDir('kill', s3Backend(`${unit}/terraform.tfstate`));
+      await tfOk(dir, ['init', ...FLAGS]);
+      await tfOk(dir, ['apply', '-auto-approve', ...FLAGS]);
+      // The apply holds the lock while its provisioner sleeps; replica A dies meanwhile.
+      const apply = tfOk(dir, [
+        'apply',
+        '-auto-approve',
+        ...FLAGS,
+        '-var',
+        'label=two',
+        '-var',
+        'sleep_seconds=6',
+      ]);
+      const holding = Date.now() + 60_000;
+      while ((await api(`/v1/units/${encodeURIComponent(unit)}/lock`)).status !== 200) {
+        if (Date.now() > holding) throw new Error('the apply never took the lock');
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      await replicaA.kill();
+      expect(replicaA.proc.signalCode).toBe('SIGKILL');
+      await apply;
+      // nginx found replica A gone (refused, or closed mid-answer) and passed the requests on to B.
+      expect(proxy.errorLog()).toMatch(
+        new RegExp(`\\[error\\].*upstream: "http://127\\.0\\.0\\.1:${replicaA.port}/`),
+      );
+      expect(JSON.parse(await currentState(unit))).toMatchObject({
+        outputs: { label: { value: 'two' } },
+      });
+      const plan = await runTerraform(
+        dir,
+        ['plan', '-detailed-exitcode', '-input=false', '-no-color', '-var', 'label=two'],
+        tfEnv,
+      );
+      expect({ code: plan.code, output: plan.code === 0 ? '' : plan.output }).toEqual({
+        code: 0,
+        output: '',
+      });
+      await tfOk(dir, ['apply', '-auto-approve', ...FLAGS, '-var', 'label=three']);
+      expect(JSON.parse(await currentState(unit))).toMatchObject({
+        outputs: { label: { value: 'three' } },
+      });
+      expect((await api(`/v1/units/${encodeURIComponent(unit)}/lock`)).status).toBe(404);
     });
-    const plan = await runTerraform(
-      dir,
-      ['plan', '-detailed-exitcode', '-input=false', '-no-color', '-var', 'label=two'],
-      tfEnv,
-    );
-    expect({ code: plan.code, output: plan.code === 0 ? '' : plan.output }).toEqual({
-      code: 0,
-      output: '',
-    });
-    await tfOk(dir, ['apply', '-auto-approve', ...FLAGS, '-var', 'label=three']);
-    expect(JSON.parse(await currentState(unit))).toMatchObject({
-      outputs: { label: { value: 'three' } },
-    });
-    expect((await api(`/v1/units/${encodeURIComponent(unit)}/lock`)).status).toBe(404);
   });
 });
