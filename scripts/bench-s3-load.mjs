@@ -7,7 +7,8 @@
 //
 //   node scripts/bench-s3-load.mjs <scenario> <s3BaseUrl> <concurrency> <seconds> <sizeBytes>
 //
-// <s3BaseUrl> is the door's address, e.g. http://127.0.0.1:8080/s3 (bucket `tfstate` below it).
+// <s3BaseUrl> is the door's address, e.g. http://127.0.0.1:8080/s3 (bucket `tfstate` below it);
+// an https address (scripts/bench-proxy.mjs: nginx) trusts the CA of NODE_EXTRA_CA_CERTS.
 // Credentials come from the environment (never argv): BENCH_S3_ACCESS_KEY_ID,
 // BENCH_S3_SECRET_ACCESS_KEY, BENCH_S3_SESSION_TOKEN.
 //
@@ -23,6 +24,7 @@
 // signing included; the client's SHA-256 of each PUT body is done before that (its total is
 // reported as clientHashMs; it is part of the wall clock that requests/s and MB/s are over).
 import http from 'node:http';
+import https from 'node:https';
 import { createHash, createHmac } from 'node:crypto';
 
 const [scenario, baseUrl, concArg, secondsArg, sizeArg] = process.argv.slice(2);
@@ -48,7 +50,8 @@ const REQUEST_TIMEOUT_MS = 180_000;
 
 const url = new URL(baseUrl);
 const prefix = url.pathname.replace(/\/+$/, '');
-const agent = new http.Agent({ keepAlive: true, maxSockets: concurrency });
+const transport = url.protocol === 'https:' ? https : http;
+const agent = new transport.Agent({ keepAlive: true, maxSockets: concurrency });
 
 // ------------------------------------------------------------------ SigV4 (header signing)
 
@@ -118,7 +121,7 @@ function send(method, path, body, payloadHash) {
       resolve({ ...r, ms: performance.now() - t0 });
     };
     let bodySent = false;
-    const req = http.request(
+    const req = transport.request(
       { host: url.hostname, port: url.port, method, path, agent, headers },
       (res) => {
         let bytes = 0;

@@ -42,7 +42,11 @@ export class LocksService {
     options: {
       generateId: boolean;
       door?: Door;
-      /** Work that commits with the acquire (the S3 door's replay record). */
+      /**
+       * Work that commits with a new lock (the S3 door's replay record). A repeat of the
+       * holder's own acquire changes nothing and does not run it: a proxy that re-sends a lock
+       * request (nginx, to the next replica) gets the same lock back, not a refusal.
+       */
       inTransaction?: TransactionStep;
     },
   ): Promise<HeldLock> {
@@ -53,12 +57,12 @@ export class LocksService {
     let acquired = false;
     const held = await this.states.transaction(async (m) => {
       acquired = false; // the transaction may run again
-      await options.inTransaction?.(m);
       const stateId = await this.states.ensureStateForLock(m, addr, principal);
       // A concurrent release can empty the row between our insert and our look; try again.
       for (let attempt = 0; attempt < 5; attempt++) {
         const won = await this.locks.tryInsert(m, stateId, id, infoJson, principal.subject);
         if (won) {
+          await options.inTransaction?.(m);
           await this.audit.recordIn(m, {
             type: 'lock.acquire',
             actor: principal.subject,

@@ -5,6 +5,7 @@
  * (test/deploy/support/k8s-rules.ts). Then the checker itself is shown to refuse manifests that
  * break each kind of rule. Without kubectl these tests fail, never skip.
  */
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ROOT } from '../support/paths';
 import { checkManifests } from './support/k8s-rules';
@@ -66,11 +67,12 @@ describe('what each overlay holds', () => {
       .map((o) => o.kind)
       .sort();
 
-  it('prod: PostgreSQL replicas, blobs in S3, the migrations Job, PDB, autoscaler, ServiceMonitor', () => {
+  it('prod: PostgreSQL replicas, blobs in S3, the migrations Job, PDB, autoscaler, ServiceMonitor, an ingress-nginx Ingress', () => {
     expect(kinds('prod')).toEqual([
       'ConfigMap',
       'Deployment',
       'HorizontalPodAutoscaler',
+      'Ingress',
       'Job',
       'Namespace',
       'NetworkPolicy',
@@ -130,6 +132,8 @@ describe('the manifest checker refuses', () => {
   type Case = [string, RenderName, (objects: K8sObject[]) => void, RegExp];
   const deployment = (o: K8sObject[]) => find(o, 'Deployment').spec;
   const container = (o: K8sObject[]) => deployment(o).template.spec.containers[0];
+  const ingressAnnotations = (o: K8sObject[]) =>
+    find(o, 'Ingress').metadata.annotations as Record<string, string>;
   const cases: Case[] = [
     [
       'an unknown field (spec.replica)',
@@ -341,6 +345,36 @@ describe('the manifest checker refuses', () => {
       (o) => (deployment(o).template.spec.volumes[0] = { name: 'data', emptyDir: {} }),
       /the embedded database must live on a PersistentVolumeClaim/,
     ],
+    [
+      'an Ingress that rewrites the path (rewrite-target)',
+      'prod',
+      (o) => (ingressAnnotations(o)['nginx.ingress.kubernetes.io/rewrite-target'] = '/'),
+      /Ingress\/statehouse: no rewrite-target or regex paths/,
+    ],
+    [
+      'an Ingress that buffers request bodies',
+      'prod',
+      (o) => delete ingressAnnotations(o)['nginx.ingress.kubernetes.io/proxy-request-buffering'],
+      /Ingress\/statehouse: set nginx\.ingress\.kubernetes\.io\/proxy-request-buffering: "off"/,
+    ],
+    [
+      'an Ingress with nginx’s default 1m body limit',
+      'prod',
+      (o) => delete ingressAnnotations(o)['nginx.ingress.kubernetes.io/proxy-body-size'],
+      /Ingress\/statehouse: set nginx\.ingress\.kubernetes\.io\/proxy-body-size/,
+    ],
+    [
+      'an Ingress backend naming no Service port',
+      'prod',
+      (o) => (find(o, 'Ingress').spec.rules[0].http.paths[0].backend.service.port.name = 'web'),
+      /Ingress\/statehouse: backend statehouse:web is no port of a Service here/,
+    ],
+    [
+      'an Ingress in front of replicas that trust no proxy',
+      'prod',
+      (o) => delete find(o, 'ConfigMap', 'statehouse-config').data.STATEHOUSE_TRUSTED_PROXIES,
+      /Ingress\/statehouse: set STATEHOUSE_TRUSTED_PROXIES/,
+    ],
   ];
 
   it.each(cases)('%s (%s)', (_what, name, breakIt, problem) => {
@@ -356,4 +390,10 @@ describe('the manifest checker refuses', () => {
       'key database-url of Secret statehouse is documented for these manifests but not used by them',
     );
   });
+});
+
+it('the README shows deploy/k8s/overlays/prod/ingress.yaml exactly', () => {
+  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+  const manifest = readFileSync(join(K8S, 'overlays', 'prod', 'ingress.yaml'), 'utf8');
+  expect(readme).toContain('```yaml\n' + manifest + '```\n');
 });

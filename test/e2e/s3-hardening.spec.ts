@@ -225,6 +225,21 @@ describe('replayed signed writes are refused: every signed PUT, POST or DELETE i
     expect(await heldLockId('replay/c')).toBe(404);
   });
 
+  it('a lock PUT sent again while its own lock is held (a proxy re-sending it) answers 200 and changes nothing', async () => {
+    const key = 'replay/h/terraform.tfstate.tflock';
+    const take = await lockPut(key, 'run-1');
+    const first = await sendRaw(server.port, take);
+    expect(first.status).toBe(200);
+    const again = await sendRaw(server.port, take);
+    expect({ status: again.status, code: s3Code(again.text) }).toEqual({
+      status: 200,
+      code: undefined,
+    });
+    expect(again.headers.etag).toBe(first.headers.etag);
+    expect(await heldLockId('replay/h')).toBe('run-1');
+    expect((await s3({ method: 'DELETE', key })).status).toBe(204);
+  });
+
   it('a lock PUT refused with 412 cannot be replayed later, when the lock is free', async () => {
     const key = 'replay/d/terraform.tfstate.tflock';
     const other = await credentialsFor('svc:s3-hardening-other');
@@ -304,10 +319,26 @@ describe('replayed signed writes are refused: every signed PUT, POST or DELETE i
   });
 
   it('a write accepted by one replica is refused when replayed to the other', async () => {
+    const key = 'replay/replicas/terraform.tfstate';
+    const put = await signS3(server.port, creds, {
+      method: 'PUT',
+      key,
+      body: tfState(1, 'replicas'),
+    });
+    expect((await sendRaw(server.port, put)).status).toBe(200);
+    const replay = await sendRaw(second.port, { ...put, headers: { ...put.headers } });
+    expect(replay.status).toBe(403);
+    expect(s3Code(replay.text)).toBe('AccessDenied');
+  });
+
+  it('a lock PUT accepted by one replica and re-sent to the other while held is the same lock; released, it is refused', async () => {
     const key = 'replay/replicas/terraform.tfstate.tflock';
     const take = await lockPut(key, 'run-1');
     expect((await sendRaw(server.port, take)).status).toBe(200);
-    const replay = await sendRaw(second.port, { ...take, headers: { ...take.headers } });
+    expect((await sendRaw(second.port, take)).status).toBe(200);
+    expect(await heldLockId('replay/replicas')).toBe('run-1');
+    expect((await s3({ method: 'DELETE', key })).status).toBe(204);
+    const replay = await sendRaw(second.port, take);
     expect(replay.status).toBe(403);
     expect(s3Code(replay.text)).toBe('AccessDenied');
   });

@@ -18,9 +18,13 @@ export function freshDataDir(): string {
   return dir;
 }
 
-/** A new, empty database on the PostgreSQL server of DATABASE_URL; dropped by the returned function. */
-export async function freshPostgresDatabase(): Promise<{ url: string; drop: () => Promise<void> }> {
-  const admin = process.env.DATABASE_URL as string;
+/**
+ * A new, empty database on the PostgreSQL server of `admin` (default DATABASE_URL); dropped by
+ * the returned function.
+ */
+export async function freshPostgresDatabase(
+  admin: string = process.env.DATABASE_URL as string,
+): Promise<{ url: string; drop: () => Promise<void> }> {
   const name = `sh_test_${process.pid}_${Math.random().toString(36).slice(2, 10)}`;
   const client = new Client({ connectionString: admin });
   await client.connect();

@@ -44,60 +44,27 @@
  * without the caller's TF_*, AWS_* and STATEHOUSE_* settings. Without `terraform` on the PATH
  * this suite FAILS (it never skips).
  */
-import { execFileSync, spawn } from 'node:child_process';
 import { createHash, randomUUID } from 'node:crypto';
-import {
-  accessSync,
-  constants,
-  mkdirSync,
-  mkdtempSync,
-  readFileSync,
-  rmSync,
-  statSync,
-  writeFileSync,
-} from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { request as httpRequest, IncomingHttpHeaders } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { tmpdir } from 'node:os';
-import { delimiter, join } from 'node:path';
+import { join } from 'node:path';
 import { freshServerEnv } from '../support/database';
+import {
+  cleanEnv,
+  runTerraform,
+  TERRAFORM,
+  TERRAFORM_MISSING,
+  TfResult,
+} from '../support/terraform';
+import { caAndServerCertificate as makeCertificates } from '../support/tls';
 import { CLI } from '../support/paths';
 import { NODE, RunningServer, spawnServer } from '../support/server';
 
 jest.setTimeout(120_000);
 
-/** The `terraform` executable on the PATH, or undefined. */
-function findTerraform(): string | undefined {
-  for (const dir of (process.env.PATH ?? '').split(delimiter)) {
-    if (dir === '') continue;
-    const candidate = join(dir, 'terraform');
-    try {
-      if (!statSync(candidate).isFile()) continue;
-      accessSync(candidate, constants.X_OK);
-      return candidate;
-    } catch {
-      // not here
-    }
-  }
-  return undefined;
-}
-
-const TERRAFORM = findTerraform();
-const TERRAFORM_MISSING =
-  `terraform is not on the PATH (PATH=${process.env.PATH ?? ''}): the terraform suite needs ` +
-  'the real terraform binary (1.11.x) and does not skip without it — install terraform or ' +
-  'put it on the PATH';
-
 const MiB = 1024 * 1024;
-
-interface TfResult {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-  /** stdout and stderr together, for messages. */
-  output: string;
-  ms: number;
-}
 
 interface VersionItem {
   version: number;
@@ -129,107 +96,6 @@ interface WireRequest {
   url: string;
   status: number;
   contentLength: number | undefined;
-}
-
-/** Runs a terraform command; never throws for a non-zero exit. */
-function runTerraform(
-  cwd: string,
-  args: string[],
-  env: Record<string, string>,
-  timeoutMs = 90_000,
-): Promise<TfResult> {
-  if (TERRAFORM === undefined) throw new Error(TERRAFORM_MISSING);
-  const started = Date.now();
-  const proc = spawn(TERRAFORM, args, { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  let output = '';
-  proc.stdout.on('data', (d: Buffer) => {
-    stdout += d.toString();
-    output += d.toString();
-  });
-  proc.stderr.on('data', (d: Buffer) => {
-    stderr += d.toString();
-    output += d.toString();
-  });
-  const timer = setTimeout(() => proc.kill('SIGKILL'), timeoutMs);
-  return new Promise((resolve, reject) => {
-    proc.once('error', reject);
-    proc.once('close', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr, output, ms: Date.now() - started });
-    });
-  });
-}
-
-/** The caller's environment without TF_*, AWS_*, STATEHOUSE_* settings and DATABASE_URL. */
-function cleanEnv(): Record<string, string> {
-  const env: Record<string, string> = {};
-  for (const [k, v] of Object.entries(process.env)) {
-    if (v === undefined || k === 'DATABASE_URL') continue;
-    if (k.startsWith('TF_') || k.startsWith('AWS_') || k.startsWith('STATEHOUSE_')) continue;
-    if (k === 'SSL_CERT_FILE' || k === 'SSL_CERT_DIR' || k === 'NODE_EXTRA_CA_CERTS') continue;
-    env[k] = v;
-  }
-  return env;
-}
-
-/** A CA and a certificate for 127.0.0.1/localhost signed by it (P-256 keys), in `dir`. */
-function makeCertificates(dir: string): { ca: string; cert: string; key: string } {
-  const ca = join(dir, 'ca.pem');
-  const caKey = join(dir, 'ca.key');
-  const key = join(dir, 'server.key');
-  const csr = join(dir, 'server.csr');
-  const cert = join(dir, 'server.pem');
-  const ext = join(dir, 'server.ext');
-  const openssl = (args: string[]) => execFileSync('openssl', args, { stdio: 'pipe' });
-  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
-  openssl([
-    'req',
-    '-x509',
-    ...ec,
-    '-keyout',
-    caKey,
-    '-out',
-    ca,
-    '-days',
-    '2',
-    '-subj',
-    '/CN=Statehouse test CA',
-    '-addext',
-    'basicConstraints=critical,CA:TRUE',
-    '-addext',
-    'keyUsage=critical,keyCertSign,cRLSign',
-  ]);
-  openssl(['req', ...ec, '-keyout', key, '-out', csr, '-subj', '/CN=127.0.0.1']);
-  writeFileSync(
-    ext,
-    [
-      'subjectAltName=IP:127.0.0.1,DNS:localhost',
-      'basicConstraints=CA:FALSE',
-      'keyUsage=critical,digitalSignature',
-      'extendedKeyUsage=serverAuth',
-      '',
-    ].join('\n'),
-  );
-  openssl([
-    'x509',
-    '-req',
-    '-in',
-    csr,
-    '-CA',
-    ca,
-    '-CAkey',
-    caKey,
-    '-CAcreateserial',
-    '-out',
-    cert,
-    '-days',
-    '2',
-    '-extfile',
-    ext,
-  ]);
-  return { ca, cert, key };
 }
 
 const MAIN_RESOURCES = `

@@ -562,6 +562,41 @@ export function checkManifests(objects: K8sObject[], operatorSecrets: OperatorSe
     }
   }
 
+  // An ingress (ingress-nginx): the path as sent, streamed bodies, states over 1m, every
+  // backend a port of a Service here, and the replicas told to believe its X-Forwarded-For.
+  for (const ing of of('Ingress')) {
+    const annotations = ing.metadata.annotations ?? {};
+    const nginx = (name: string) => annotations[`nginx.ingress.kubernetes.io/${name}`];
+    if (nginx('rewrite-target') !== undefined || nginx('use-regex') === 'true')
+      problems.push(`${id(ing)}: no rewrite-target or regex paths (they change the signed path)`);
+    if (nginx('proxy-request-buffering') !== 'off')
+      problems.push(`${id(ing)}: set nginx.ingress.kubernetes.io/proxy-request-buffering: "off"`);
+    if (nginx('proxy-body-size') === undefined)
+      problems.push(`${id(ing)}: set nginx.ingress.kubernetes.io/proxy-body-size (default 1m)`);
+    type Backend = { service?: { name: string; port?: { name?: string; number?: number } } };
+    const i = spec<{
+      defaultBackend?: Backend;
+      rules?: { http?: { paths?: { backend: Backend }[] } }[];
+    }>(ing);
+    const backends = [
+      ...(i.defaultBackend ? [i.defaultBackend] : []),
+      ...(i.rules ?? []).flatMap((r) => (r.http?.paths ?? []).map((p) => p.backend)),
+    ];
+    for (const b of backends) {
+      const svc = of('Service').find((s) => s.metadata.name === b.service?.name);
+      const port = b.service?.port;
+      const served = (
+        svc ? (spec<{ ports?: { name?: string; port: number }[] }>(svc).ports ?? []) : []
+      ).some((p) => (port?.name !== undefined ? p.name === port.name : p.port === port?.number));
+      if (!served)
+        problems.push(
+          `${id(ing)}: backend ${b.service?.name ?? '(none)'}:${port?.name ?? port?.number ?? '(none)'} is no port of a Service here`,
+        );
+    }
+    if ((settings.config?.trustedProxies ?? []).length === 0)
+      problems.push(`${id(ing)}: set STATEHOUSE_TRUSTED_PROXIES to the ingress controller's pods`);
+  }
+
   // The migrations Job: the same image and settings as the server.
   for (const job of jobs) {
     const pod = job.spec.template.spec;

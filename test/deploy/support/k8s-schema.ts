@@ -3,7 +3,7 @@ import { ServiceMonitor } from '@kubernetes-models/prometheus-operator/monitorin
 import { Deployment } from 'kubernetes-models/apps/v1';
 import { HorizontalPodAutoscaler } from 'kubernetes-models/autoscaling/v2';
 import { Job } from 'kubernetes-models/batch/v1';
-import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
+import { Ingress, NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
 import { PodDisruptionBudget } from 'kubernetes-models/policy/v1';
 import {
   ConfigMap,
@@ -43,6 +43,7 @@ export const CURRENT_API: Record<string, { apiVersion: string; model: ModelClass
   PodDisruptionBudget: { apiVersion: 'policy/v1', model: PodDisruptionBudget },
   HorizontalPodAutoscaler: { apiVersion: 'autoscaling/v2', model: HorizontalPodAutoscaler },
   NetworkPolicy: { apiVersion: 'networking.k8s.io/v1', model: NetworkPolicy },
+  Ingress: { apiVersion: 'networking.k8s.io/v1', model: Ingress },
   ServiceMonitor: { apiVersion: 'monitoring.coreos.com/v1', model: ServiceMonitor },
 };
 
