@@ -134,6 +134,35 @@ describe(`migrations in production (${ON_POSTGRES ? 'PostgreSQL' : 'embedded'})`
     expect(m.output).toContain('no pending migrations\n');
   });
 
+  (ON_POSTGRES ? it : it.skip)(
+    "PostgreSQL: a running replica that a newer release's contract migration left below the floor turns not ready, saying why",
+    async () => {
+      const env = await migrated();
+      const s = await spawnServer(env);
+      try {
+        await onDatabase(env, migratedByNewerRelease(FUTURE));
+        const r = await fetch(`${s.url}/readyz`);
+        expect(r.status).toBe(503);
+        const body = (await r.json()) as { error: Record<string, { message: string }> };
+        expect(Object.keys(body.error)).toEqual(['schema']);
+        expect(body.error.schema.message).toBe(
+          `this Statehouse (${VERSION}, schema level ${SCHEMA_LEVEL}) is too old for the database: ` +
+            `its schema (level ${FUTURE}, migrated by Statehouse 9.1.0) runs only with code of schema level ${FUTURE} or later. ` +
+            `Run Statehouse 9.1.0 (or another release of schema level ${FUTURE} or later); ` +
+            'going back further needs the database backup taken before that migration',
+        );
+        // Alive all the same: a restart would not help.
+        expect((await fetch(`${s.url}/healthz`)).status).toBe(200);
+        await onDatabase(env, async (ds) => {
+          await ds.query(`UPDATE schema_compatibility SET oldest_code_level = $1`, [SCHEMA_LEVEL]);
+        });
+        expect((await fetch(`${s.url}/readyz`)).status).toBe(200);
+      } finally {
+        await s.stop();
+      }
+    },
+  );
+
   (ON_POSTGRES ? it.skip : it)(
     'embedded, STATEHOUSE_MIGRATE=false and a schema behind the code: one line naming `statehouse migrate` (exit 1)',
     async () => {
