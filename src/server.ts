@@ -219,8 +219,9 @@ export async function serve(config: AppConfig): Promise<never> {
   const { app, listeners } = await startServer(config, { stop: starting.signal }).catch(
     (e: unknown) => {
       if (!(e instanceof StartAborted)) throw e;
-      // Stopped while waiting to start: nothing ran yet, nothing to drain.
-      logger.log(`${e.signal}: stopped before starting`);
+      // Stopped while waiting to start: nothing ran yet, nothing to drain. (No application
+      // yet, so no application logger either: this line gets its own.)
+      new AppLogger(config).log(`${e.signal}: stopped before starting`, 'shutdown');
       process.exit(SIGNAL_EXIT_STATUS[first?.signal ?? 'SIGTERM']);
     },
   );
