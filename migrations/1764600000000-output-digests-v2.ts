@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { MigrationInterface, QueryRunner } from 'typeorm';
+import { QueryRunner } from 'typeorm';
+import type { LeveledMigration } from '../src/database/schema-compat';
 import {
   digestKeys,
   DigestKeys,
@@ -41,8 +42,10 @@ interface VersionMeta {
  * them lets that writer confirm a guess. The graph digest key is created here when it does not
  * exist yet (as the server would at its first start), under the migration lock.
  */
-export class OutputDigestsV21764600000000 implements MigrationInterface {
+export class OutputDigestsV21764600000000 implements LeveledMigration {
   name = 'OutputDigestsV21764600000000';
+  /** Contract: output digests become v2, which code before this migration does not compute. */
+  readonly contractFloor = 1764600000000;
 
   async up(q: QueryRunner): Promise<void> {
     await q.query(`ALTER TABLE "versions" ADD "sensitive_outputs" text array`);

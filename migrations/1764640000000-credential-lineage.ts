@@ -1,4 +1,5 @@
-import { MigrationInterface, QueryRunner } from 'typeorm';
+import { QueryRunner } from 'typeorm';
+import type { LeveledMigration } from '../src/database/schema-compat';
 
 /**
  * Credential lineage: the revocation list of parent credentials (API tokens, login sessions)
@@ -6,8 +7,10 @@ import { MigrationInterface, QueryRunner } from 'typeorm';
  * login (groups and verified email), which API tokens acting as that person carry instead of
  * a copy taken when the token was made.
  */
-export class CredentialLineage1764640000000 implements MigrationInterface {
+export class CredentialLineage1764640000000 implements LeveledMigration {
   name = 'CredentialLineage1764640000000';
+  /** Contract: drops api_tokens.email and .groups, which code before this migration reads. */
+  readonly contractFloor = 1764640000000;
 
   async up(q: QueryRunner): Promise<void> {
     await q.query(

@@ -8,9 +8,16 @@ import { OutputDigestsV21764600000000 } from './1764600000000-output-digests-v2'
 import { OutputsJson1764620000000 } from './1764620000000-outputs-json';
 import { CredentialLineage1764640000000 } from './1764640000000-credential-lineage';
 import { S3Buckets1764660000000 } from './1764660000000-s3-buckets';
+import { SchemaCompatibility1764680000000 } from './1764680000000-schema-compatibility';
+import { LeveledMigration, levelOf } from '../src/database/schema-compat';
 
-/** Every migration, in order. Applied at start under an advisory lock and by `statehouse migrate`. */
-export const MIGRATIONS = [
+/**
+ * Every migration, in order. Applied at start under an advisory lock and by `statehouse migrate`.
+ * Expand, then contract in a later release: a migration that drops, renames or retypes what
+ * older code uses declares `contractFloor` (src/database/schema-compat.ts; the rule test
+ * test/unit/migration-rules.spec.ts keeps every migration to it).
+ */
+export const MIGRATIONS: (new () => LeveledMigration)[] = [
   CoreSchema1764480000000,
   Identity1764500000000,
   S3Multipart1764520000000,
@@ -21,4 +28,8 @@ export const MIGRATIONS = [
   OutputsJson1764620000000,
   CredentialLineage1764640000000,
   S3Buckets1764660000000,
+  SchemaCompatibility1764680000000,
 ];
+
+/** This code's schema level: its newest migration's timestamp. */
+export const SCHEMA_LEVEL = levelOf(MIGRATIONS[MIGRATIONS.length - 1].name);

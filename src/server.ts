@@ -15,7 +15,9 @@ import { RequestTracker, SIGNAL_EXIT_STATUS, StopSignal } from './common/gracefu
 import { AppLogger } from './common/log-output';
 import { runWithRequestContext } from './common/request-context';
 import { RequestTextPipe } from './common/request-text.pipe';
-import { printHeldNotices, StartupError } from './common/startup';
+import { printHeldNotices, StartAborted, StartupError } from './common/startup';
+import { Standby, waitForMigrations } from './database/schema-wait';
+import { openStandbyListener } from './health/standby-listener';
 import { buildOpenApi } from './openapi';
 import { GraphService } from './graph/graph.service';
 import { rejectMalformedS3Path, s3RootListener } from './s3compat/s3-listener';
@@ -90,16 +92,34 @@ export interface Listener {
  */
 export async function startServer(
   config: AppConfig,
+  options: { stop?: AbortSignal } = {},
 ): Promise<{ app: INestApplication; listeners: Listener[] }> {
   const started = Date.now();
   const logger = new Logger('statehouse');
   const scheme = config.tls ? 'https' : 'http';
+  let standby: Standby | undefined;
   try {
     const tlsFiles = config.tls ? readTlsFiles(config.tls) : undefined;
+    // Not ready (and alive) until the migrations Job has run: see schema-wait.ts.
+    standby =
+      config.databaseUrl && !config.migrate
+        ? await waitForMigrations(
+            config,
+            (reason) =>
+              openStandbyListener(config.port, config.host, tlsFiles, reason).catch(
+                (e: unknown) => {
+                  throw listenFailure(e, config.host, config.port, 'PORT');
+                },
+              ),
+            new AppLogger(config),
+            options.stop,
+          )
+        : undefined;
     const app = await createApp(config, tlsFiles);
     for (const w of config.warnings) logger.warn(w);
     const main: Server = app.getHttpServer();
     const listeners: Listener[] = [{ server: main, requests: new RequestTracker(main), port: 0 }];
+    await standby?.close();
     await app.listen(config.port, config.host).catch(async (e: unknown) => {
       await app.close().catch(() => undefined);
       throw listenFailure(e, config.host, config.port, 'PORT');
@@ -125,6 +145,7 @@ export async function startServer(
     );
     return { app, listeners };
   } finally {
+    await standby?.close();
     printHeldNotices();
   }
 }
@@ -193,7 +214,17 @@ export async function serve(config: AppConfig): Promise<never> {
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
 
-  const { app, listeners } = await startServer(config);
+  const starting = new AbortController();
+  void stopRequested.then((signal) => starting.abort(signal));
+  const { app, listeners } = await startServer(config, { stop: starting.signal }).catch(
+    (e: unknown) => {
+      if (!(e instanceof StartAborted)) throw e;
+      // Stopped while waiting to start: nothing ran yet, nothing to drain. (No application
+      // yet, so no application logger either: this line gets its own.)
+      new AppLogger(config).log(`${e.signal}: stopped before starting`, 'shutdown');
+      process.exit(SIGNAL_EXIT_STATUS[first?.signal ?? 'SIGTERM']);
+    },
+  );
   const signal = await stopRequested;
   const inFlight = listeners.reduce((n, l) => n + l.requests.count, 0);
   logger.log(

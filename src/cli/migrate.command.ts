@@ -1,7 +1,8 @@
 import type { AppConfig } from '../config/config';
 import { createDataSource, databaseTarget } from '../database/data-source';
 import { EmbeddedPostgres } from '../database/embedded-postgres';
-import { migrateUnderLock } from '../database/migrator';
+import { codeSchema, prepareSchema } from '../database/migrator';
+import { newerMessage } from '../database/schema-compat';
 import { schemaDrift } from '../database/schema-check';
 
 /** `statehouse migrate [--check]`: returns the process exit code. */
@@ -10,10 +11,12 @@ export async function runMigrateCommand(config: AppConfig, check: boolean): Prom
   const ds = createDataSource(databaseTarget(config, embedded?.socketDir));
   try {
     await ds.initialize();
-    const applied = await migrateUnderLock(ds);
+    // STATEHOUSE_MIGRATE is for `serve`: this command is how a deployment migrates.
+    const { applied, verdict } = await prepareSchema(ds, { migrate: true });
     process.stdout.write(
       applied.length > 0 ? `applied: ${applied.join(', ')}\n` : 'no pending migrations\n',
     );
+    if (verdict.kind === 'newer') process.stdout.write(`${newerMessage(codeSchema(), verdict)}\n`);
     if (!check) return 0;
     const drift = await schemaDrift(ds);
     if (drift.length === 0) {

@@ -27,3 +27,11 @@ export function printHeldNotices(
 ): void {
   for (const text of held.splice(0)) write(text);
 }
+
+/** A stop signal arrived while the server was still waiting to start (it stops cleanly). */
+export class StartAborted extends Error {
+  constructor(readonly signal: string) {
+    super(`${signal} while waiting to start`);
+    this.name = 'StartAborted';
+  }
+}

@@ -37,6 +37,12 @@ export interface AppConfig {
   /** Undefined means the embedded database in `dataDir`. */
   databaseUrl: Secret | undefined;
   databasePoolSize: number;
+  /**
+   * STATEHOUSE_MIGRATE: `serve` applies pending migrations at start. When false (replicas whose
+   * migrations a Job runs), a server whose schema is behind waits, not ready, for `statehouse
+   * migrate`; `statehouse migrate` itself always migrates.
+   */
+  migrate: boolean;
   storage: {
     driver: BlobDriverName;
     fsDir: string;
@@ -125,6 +131,7 @@ const KNOWN = new Set([
   'STATEHOUSE_DATA_DIR',
   'DATABASE_URL',
   'STATEHOUSE_DATABASE_POOL_SIZE',
+  'STATEHOUSE_MIGRATE',
   'STATEHOUSE_STORAGE',
   'STATEHOUSE_STORAGE_FS_DIR',
   'STATEHOUSE_STORAGE_S3_BUCKET',
@@ -205,13 +212,13 @@ export function loadConfig(env: Env = process.env): AppConfig {
     }
     return Number(raw);
   };
-  const bool = (name: string): boolean => {
+  const bool = (name: string, def = false): boolean => {
     const raw = str(name)?.toLowerCase();
-    if (raw === undefined) return false;
+    if (raw === undefined) return def;
     if (['1', 'true', 'yes', 'on'].includes(raw)) return true;
     if (['0', 'false', 'no', 'off'].includes(raw)) return false;
     problems.push(`${name} must be true or false (got "${raw}")`);
-    return false;
+    return def;
   };
   const size = (name: string, def: number): number => {
     const raw = str(name);
@@ -282,6 +289,7 @@ export function loadConfig(env: Env = process.env): AppConfig {
     }
   }
   const databasePoolSize = int('STATEHOUSE_DATABASE_POOL_SIZE', 10, 1, 1000);
+  const migrate = bool('STATEHOUSE_MIGRATE', true);
 
   const driverRaw = str('STATEHOUSE_STORAGE');
   let driver: BlobDriverName = dbRaw === undefined ? 'fs' : 'postgres';
@@ -541,6 +549,7 @@ export function loadConfig(env: Env = process.env): AppConfig {
     dataDir,
     databaseUrl,
     databasePoolSize,
+    migrate,
     storage: { driver, fsDir, s3 },
     maxVersions,
     maxStateBytes,

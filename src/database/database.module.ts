@@ -13,7 +13,8 @@ import { APP_CONFIG, AppConfig } from '../config/config';
 import { MetricsService } from '../metrics/metrics.service';
 import { createDataSource, databaseTarget } from './data-source';
 import { EmbeddedPostgres } from './embedded-postgres';
-import { migrateUnderLock } from './migrator';
+import { codeSchema, prepareSchema } from './migrator';
+import { behindMessage, newerMessage } from './schema-compat';
 import { SharedSecrets } from './shared-secrets.service';
 
 /** How often the embedded database's statistics are refreshed (it has no autovacuum). */
@@ -48,8 +49,20 @@ export class DatabaseHandle implements OnApplicationShutdown {
       await this.dataSource.initialize().catch((e: unknown) => {
         throw unreachable(e, this.config.databaseUrl !== undefined);
       });
-      const applied = await migrateUnderLock(this.dataSource);
+      const { applied, verdict } = await prepareSchema(this.dataSource, {
+        migrate: this.config.migrate,
+      });
       if (applied.length > 0) this.logger.log(`applied migrations: ${applied.join(', ')}`);
+      // The server waits for the migrations before it gets here (server.ts); nothing of this
+      // code runs against a schema older than itself.
+      if (verdict.kind === 'behind') {
+        throw new StartupError(
+          this.embedded
+            ? `${behindMessage(codeSchema(), verdict)}, with this server stopped (the embedded database serves one process), or unset STATEHOUSE_MIGRATE`
+            : behindMessage(codeSchema(), verdict),
+        );
+      }
+      if (verdict.kind === 'newer') this.logger.warn(newerMessage(codeSchema(), verdict));
       if (this.embedded) {
         // PGlite runs no autovacuum: without statistics the planner guesses, sometimes badly.
         await this.analyze();

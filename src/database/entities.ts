@@ -20,6 +20,7 @@ import { StateEntity } from '../state/entities/state.entity';
 import { UnitEntity } from '../state/entities/unit.entity';
 import { VersionEntity } from '../state/entities/version.entity';
 import { BlobChunkEntity } from '../storage/entities/blob-chunk.entity';
+import { SchemaCompatibilityEntity } from './entities/schema-compatibility.entity';
 import { SettingEntity } from './entities/setting.entity';
 
 /** Every table the migrations create; the schema check compares the two. */
@@ -29,6 +30,7 @@ export const ENTITIES = [
   VersionEntity,
   LockEntity,
   SettingEntity,
+  SchemaCompatibilityEntity,
   BlobChunkEntity,
   SigningKeyEntity,
   RefreshTokenEntity,

@@ -9,6 +9,8 @@ import { HealthCheckService, HealthIndicatorService } from '@nestjs/terminus';
 import type { Response } from 'express';
 import { DataSource } from 'typeorm';
 import { Public } from '../auth/auth.decorators';
+import { codeSchema, schemaVerdict } from '../database/migrator';
+import { refusalMessage } from '../database/schema-compat';
 import { BLOB_STORE, BlobStore } from '../storage/blob-store';
 
 const PROBE_TIMEOUT_MS = 3000;
@@ -43,7 +45,10 @@ export class HealthController {
   }
 
   @Get('readyz')
-  @ApiOperation({ summary: 'Readiness: the database and the blob store answer' })
+  @ApiOperation({
+    summary:
+      'Readiness: the database and the blob store answer, and the schema still accepts this release',
+  })
   @ApiOkResponse({ description: 'Terminus health report' })
   @ApiServiceUnavailableResponse({ description: 'A dependency is down (named in the report)' })
   async readyz(@Res() res: Response): Promise<void> {
@@ -51,12 +56,19 @@ export class HealthController {
       const report = await this.health.check([
         () => this.probe('database', () => this.db.query('SELECT 1')),
         () => this.probe('blobStore', () => this.blobs.ping(), { driver: this.blobs.driver }),
+        // A newer release's contract migration may have left this one behind while it ran.
+        () => this.probe('schema', () => this.schemaAccepts()),
       ]);
       res.status(200).json(report);
     } catch (e) {
       if (e instanceof HttpException) res.status(e.getStatus()).json(e.getResponse());
       else throw e;
     }
+  }
+
+  private async schemaAccepts(): Promise<void> {
+    const verdict = await schemaVerdict(this.db);
+    if (verdict.kind === 'refused') throw new Error(refusalMessage(codeSchema(), verdict));
   }
 
   private async probe<K extends string>(
@@ -70,7 +82,7 @@ export class HealthController {
       return session.up(extra);
     } catch (e) {
       // Say which dependency is down, without echoing connection strings.
-      return session.down({ ...extra, message: (e as Error).message.slice(0, 200) });
+      return session.down({ ...extra, message: (e as Error).message.slice(0, 500) });
     }
   }
 }

@@ -84,6 +84,8 @@ describe('what each overlay holds', () => {
     const objects = copy('prod');
     const settings = find(objects, 'ConfigMap', 'statehouse-config').data;
     expect(settings).toMatchObject({
+      // The Job migrates; the replicas wait for it.
+      STATEHOUSE_MIGRATE: 'false',
       STATEHOUSE_STORAGE: 's3',
       STATEHOUSE_STORAGE_S3_BUCKET: expect.any(String),
     });
@@ -116,6 +118,9 @@ describe('what each overlay holds', () => {
       'Service',
       'ServiceAccount',
     ]);
+    expect(find(copy('dev'), 'ConfigMap', 'statehouse-config').data.STATEHOUSE_MIGRATE).toBe(
+      'true',
+    );
     const server = find(copy('dev'), 'Deployment').spec;
     expect(server.replicas).toBe(1);
     expect(server.strategy).toEqual({ type: 'Recreate' });
@@ -318,6 +323,18 @@ describe('the manifest checker refuses', () => {
       'prod',
       (o) => delete container(o).resources.requests.cpu,
       /scales on cpu utilisation, but a container requests no cpu/,
+    ],
+    [
+      'replicas that migrate at start beside the migrations Job (STATEHOUSE_MIGRATE unset)',
+      'prod',
+      (o) => delete find(o, 'ConfigMap', 'statehouse-config').data.STATEHOUSE_MIGRATE,
+      /Deployment\/statehouse: set STATEHOUSE_MIGRATE=false: the migrations Job migrates/,
+    ],
+    [
+      'an embedded server that may not migrate (STATEHOUSE_MIGRATE=false, no Job)',
+      'dev',
+      (o) => (find(o, 'ConfigMap', 'statehouse-config').data.STATEHOUSE_MIGRATE = 'false'),
+      /STATEHOUSE_MIGRATE must not be false on the embedded database/,
     ],
     [
       'two replicas on the embedded database',

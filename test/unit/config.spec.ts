@@ -547,3 +547,30 @@ describe('STATEHOUSE_INSPECTION_MAX_BYTES and STATEHOUSE_INSPECTION_QUEUE', () =
     );
   });
 });
+
+describe('STATEHOUSE_MIGRATE', () => {
+  it('is on by default, embedded and with DATABASE_URL (the server migrates at start)', () => {
+    expect(loadConfig({}).migrate).toBe(true);
+    expect(loadConfig({ DATABASE_URL: DB_URL }).migrate).toBe(true);
+  });
+
+  it.each([
+    ['false', false],
+    ['0', false],
+    ['no', false],
+    ['true', true],
+    ['on', true],
+  ])('"%s" reads as %s', (raw, expected) => {
+    expect(loadConfig({ DATABASE_URL: DB_URL, STATEHOUSE_MIGRATE: raw }).migrate).toBe(expected);
+  });
+
+  it('anything else is refused, naming it', () => {
+    expect(configError({ STATEHOUSE_MIGRATE: 'later' }).problems).toEqual([
+      'STATEHOUSE_MIGRATE must be true or false (got "later")',
+    ]);
+  });
+
+  it('is a known setting (no "unknown setting" warning)', () => {
+    expect(loadConfig({ STATEHOUSE_MIGRATE: 'false' }).warnings).toEqual([]);
+  });
+});

@@ -628,5 +628,17 @@ export function checkManifests(objects: K8sObject[], operatorSecrets: OperatorSe
   }
   if (!embedded && jobs.length === 0)
     problems.push('no migrations Job (statehouse migrate) on PostgreSQL');
+  // Who migrates: the Job on PostgreSQL (replicas wait for it, not ready), the one server on
+  // the embedded database (nothing else can open it).
+  if (cfg && !embedded && jobs.length > 0 && cfg.migrate) {
+    problems.push(
+      `${id(server)}: set STATEHOUSE_MIGRATE=false: the migrations Job migrates, and the rollout's replicas wait for it`,
+    );
+  }
+  if (cfg && embedded && !cfg.migrate) {
+    problems.push(
+      `${id(server)}: STATEHOUSE_MIGRATE must not be false on the embedded database: no Job can open it, so the server would never start`,
+    );
+  }
   return problems;
 }
