@@ -526,25 +526,35 @@ describe('Swagger UI in a browser', () => {
       const response = await page.goto(`${origin}/docs`);
       expect(response?.status()).toBe(200);
       expect(response?.headers()['content-security-policy']).toBe(DOCS_CSP);
-      await page.locator('#operations-units-Units_list').waitFor({ state: 'visible' });
-      await page.locator('#operations-units-Units_putState').waitFor({ state: 'visible' });
-
+      // What the page did is reported with what it saw go wrong, not as a bare timeout.
+      const steps: string[] = [];
+      const step = async (name: string, act: () => Promise<void>): Promise<void> => {
+        if (steps.length > 0) return; // an earlier step failed
+        await act().catch((e: Error) => steps.push(`${name}: ${e.message.split('\n')[0]}`));
+      };
+      const visible = (selector: string) => () =>
+        page.locator(selector).waitFor({ state: 'visible', timeout: 20_000 });
+      await step('operations rendered', visible('#operations-units-Units_list'));
+      await step('a write operation rendered', visible('#operations-units-Units_putState'));
       // "Try it out" on GET /healthz: the page's own request to the API (connect-src 'self').
       const health = page.locator('#operations-health-Health_healthz');
-      await health.locator('.opblock-summary').click();
-      await health.getByRole('button', { name: 'Try it out' }).click();
-      await health.getByRole('button', { name: 'Execute' }).click();
-      await health
-        .locator('.live-responses-table .response-col_status', { hasText: '200' })
-        .waitFor({ state: 'visible' });
+      await step('open GET /healthz', () => health.locator('.opblock-summary').click());
+      await step('Try it out', () => health.getByRole('button', { name: 'Try it out' }).click());
+      await step('Execute', () => health.getByRole('button', { name: 'Execute' }).click());
+      await step('200 shown', () =>
+        health
+          .locator('.live-responses-table .response-col_status', { hasText: '200' })
+          .waitFor({ state: 'visible', timeout: 20_000 }),
+      );
 
       expect({
+        steps,
         violations: await page.evaluate('window.__csp'),
         csp,
         errors,
         failed,
         foreign,
-      }).toEqual({ violations: [], csp: [], errors: [], failed: [], foreign: [] });
+      }).toEqual({ steps: [], violations: [], csp: [], errors: [], failed: [], foreign: [] });
     } finally {
       await browser.close();
     }
