@@ -12,6 +12,7 @@ import { AppModule } from './app.module';
 import { rejectMalformedEncoding } from './backend/raw-unit-path';
 import { AppConfig } from './config/config';
 import { RequestTracker, SIGNAL_EXIT_STATUS, StopSignal } from './common/graceful-stop';
+import { useHttpHygiene } from './common/http-hygiene';
 import { AppLogger } from './common/log-output';
 import { runWithRequestContext } from './common/request-context';
 import { RequestTextPipe } from './common/request-text.pipe';
@@ -51,6 +52,7 @@ export async function createApp(
     runWithRequestContext({ requestId: id, clientIp: req.ip }, next);
   });
   app.use(requestMetrics(app.get(MetricsService)));
+  useHttpHygiene(app, config.corsOrigins);
   app.use('/v1/backend', rejectMalformedEncoding);
   app.use(S3_PREFIX, rejectMalformedS3Path);
   app.useGlobalPipes(

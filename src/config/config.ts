@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { resolve } from 'node:path';
 import { BLOB_DRIVERS, BlobDriverName } from '../storage/blob-store';
+import { parseCorsOrigin } from '../common/cors';
 import { trimBoth, trimEnd } from '../common/trim';
 import { Secret } from './secret';
 
@@ -56,6 +57,11 @@ export interface AppConfig {
    */
   inspection: { maxBytes: number; queue: number };
   trustedProxies: string[];
+  /**
+   * Web origins whose pages may call the management API from a browser (CORS); empty: CORS
+   * is off. Each as browsers send `Origin` (see common/cors.ts).
+   */
+  corsOrigins: string[];
   publicUrl: string;
   /**
    * Other base URLs clients reach this server by (besides `publicUrl`), to recognise its own
@@ -144,6 +150,7 @@ const KNOWN = new Set([
   'STATEHOUSE_INSPECTION_MAX_BYTES',
   'STATEHOUSE_INSPECTION_QUEUE',
   'STATEHOUSE_TRUSTED_PROXIES',
+  'STATEHOUSE_CORS_ORIGINS',
   'STATEHOUSE_PUBLIC_URL',
   'STATEHOUSE_ALIASES',
   'STATEHOUSE_TEST_FAILPOINTS',
@@ -353,6 +360,14 @@ export function loadConfig(env: Env = process.env): AppConfig {
     }
   }
 
+  const corsOrigins: string[] = [];
+  for (const entry of (str('STATEHOUSE_CORS_ORIGINS') ?? '').split(',')) {
+    if (entry.trim() === '') continue;
+    const parsed = parseCorsOrigin(entry.trim());
+    if ('problem' in parsed) problems.push(`STATEHOUSE_CORS_ORIGINS: ${parsed.problem}`);
+    else if (!corsOrigins.includes(parsed.origin)) corsOrigins.push(parsed.origin);
+  }
+
   const tlsCert = str('STATEHOUSE_TLS_CERT_FILE');
   const tlsKey = str('STATEHOUSE_TLS_KEY_FILE');
   if ((tlsCert === undefined) !== (tlsKey === undefined)) {
@@ -555,6 +570,7 @@ export function loadConfig(env: Env = process.env): AppConfig {
     maxStateBytes,
     inspection: { maxBytes: inspectionMaxBytes, queue: inspectionQueue },
     trustedProxies,
+    corsOrigins,
     publicUrl,
     aliases,
     defaultAliases: aliasesRaw === undefined,

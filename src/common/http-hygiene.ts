@@ -1,0 +1,147 @@
+import { NotFoundException } from '@nestjs/common';
+import type { NestExpressApplication } from '@nestjs/platform-express';
+import type { NextFunction, Request, RequestHandler, Response } from 'express';
+import helmet from 'helmet';
+import { S3_PREFIX } from '../s3compat/s3-request';
+import { corsAnswer } from './cors';
+import { DomainError } from './errors';
+
+/**
+ * Which part of the server a request is for, as far as answer headers go. Decided by Express
+ * mounts at the doors' prefixes — the same matching that routes the request to the door (any
+ * case, with or without a trailing slash) — never by a second pattern over the path.
+ */
+type Area = 's3' | 'backend' | 'docs' | 'api';
+const AREA = Symbol('statehouse.http-area');
+type Marked = Request & { [AREA]?: Area };
+
+/** Where Swagger UI is served (`SwaggerModule.setup` in server.ts). */
+const DOCS_PATH = '/docs';
+
+/**
+ * The files below `/docs` that the Swagger UI page loads (and the page and spec themselves).
+ * The rest of the `swagger-ui-dist` folder that Swagger's static middleware would serve —
+ * `package.json` with its version, the README, source maps, a stock `index.html` and
+ * initializer pointing at a demo API — answers `unknown_route` like any path without a route.
+ */
+const DOCS_FILES = new Set([
+  '/',
+  '/index.html',
+  '/openapi.json',
+  '/swagger-ui-init.js',
+  '/swagger-ui.css',
+  '/swagger-ui-bundle.js',
+  '/swagger-ui-standalone-preset.js',
+  '/favicon-32x32.png',
+  '/favicon-16x16.png',
+]);
+
+const NONE = ["'none'"];
+const SELF = ["'self'"];
+
+/**
+ * Headers every answer outside the S3 door carries (helmet): `nosniff`, no framing, no
+ * referrer, no cross-origin opener or embedding, HSTS (browsers heed it over https only;
+ * without `includeSubDomains`, which would bind every other host under the same domain).
+ */
+const common = {
+  strictTransportSecurity: { maxAge: 365 * 24 * 3600, includeSubDomains: false },
+  xFrameOptions: { action: 'deny' as const },
+  referrerPolicy: { policy: 'no-referrer' as const },
+};
+
+/** The JSON API, the HTTP backend, errors: never a page, so nothing may load or run. */
+const jsonHeaders = helmet({
+  ...common,
+  contentSecurityPolicy: {
+    useDefaults: false,
+    directives: { defaultSrc: NONE, baseUri: NONE, formAction: NONE, frameAncestors: NONE },
+  },
+});
+
+/**
+ * Swagger UI's page: its scripts and styles from this server only ('unsafe-inline' styles: the
+ * page has inline `<style>` blocks and Swagger UI's components set `style` attributes), images
+ * and fonts also as `data:` URIs (its icons), requests ("Try it out") to this server only.
+ * helmet's default policy is not used: its `upgrade-insecure-requests` breaks the page wherever
+ * it is served over plain http under a name other than localhost.
+ */
+const docsHeaders = helmet({
+  ...common,
+  contentSecurityPolicy: {
+    useDefaults: false,
+    directives: {
+      defaultSrc: NONE,
+      scriptSrc: SELF,
+      styleSrc: ["'self'", "'unsafe-inline'"],
+      imgSrc: ["'self'", 'data:'],
+      fontSrc: ["'self'", 'data:'],
+      connectSrc: SELF,
+      baseUri: NONE,
+      formAction: NONE,
+      frameAncestors: NONE,
+    },
+  },
+});
+
+/**
+ * Security headers and CORS, mounted before everything that may answer (the doors' own
+ * pre-routing refusals, the router, unknown routes, Swagger UI's files):
+ * - the S3 door (`/s3`, and everything on the STATEHOUSE_S3_PORT listener, which reaches the
+ *   application under `/s3`) gets none of it: it answers like S3;
+ * - the HTTP backend gets the JSON API's headers (Terraform ignores them; a state opened in a
+ *   browser is not rendered or sniffed) but no CORS: browsers have no business there;
+ * - Swagger UI gets its own Content-Security-Policy and only its own files;
+ * - the management API (everything else) gets the strict headers and, when
+ *   STATEHOUSE_CORS_ORIGINS lists origins, CORS for them.
+ */
+export function useHttpHygiene(app: NestExpressApplication, corsOrigins: readonly string[]): void {
+  app.use(S3_PREFIX, area('s3'));
+  app.use('/v1/backend', area('backend'));
+  app.use(DOCS_PATH, area('docs'));
+  app.use(hygiene(new Set(corsOrigins)));
+  app.use(DOCS_PATH, docsFilesOnly);
+}
+
+/** Marks the requests below a mount as that area's (the first mount that matches wins). */
+function area(name: Area): RequestHandler {
+  return (req: Marked, _res: Response, next: NextFunction) => {
+    req[AREA] ??= name;
+    next();
+  };
+}
+
+function docsFilesOnly(req: Request, _res: Response, next: NextFunction): void {
+  if (DOCS_FILES.has(req.path)) return next();
+  next(new NotFoundException());
+}
+
+function hygiene(corsOrigins: ReadonlySet<string>): RequestHandler {
+  return (req: Marked, res: Response, next: NextFunction) => {
+    const where = req[AREA] ?? 'api';
+    if (where === 's3') return next();
+    (where === 'docs' ? docsHeaders : jsonHeaders)(req, res, (err?: unknown) => {
+      if (err !== undefined || where === 'backend') return next(err);
+      const cors = corsAnswer(corsOrigins, {
+        method: req.method,
+        origin: req.headers.origin,
+        requestMethod: req.headers['access-control-request-method'],
+      });
+      res.set(cors.headers);
+      switch (cors.kind) {
+        case 'continue':
+          return next();
+        case 'preflight':
+          res.status(204).end();
+          return;
+        case 'refused':
+          return next(
+            new DomainError(
+              'forbidden',
+              `cross-origin requests from ${cors.origin.slice(0, 200)} are not allowed (STATEHOUSE_CORS_ORIGINS)`,
+            ),
+          );
+      }
+    });
+  };
+}
