@@ -9,6 +9,7 @@ import { HealthCheckService, HealthIndicatorService } from '@nestjs/terminus';
 import type { Response } from 'express';
 import { DataSource } from 'typeorm';
 import { Public } from '../auth/auth.decorators';
+import { StopState } from '../common/stopping';
 import { BLOB_STORE, BlobStore } from '../storage/blob-store';
 
 const PROBE_TIMEOUT_MS = 3000;
@@ -33,6 +34,7 @@ export class HealthController {
     private readonly indicators: HealthIndicatorService,
     private readonly db: DataSource,
     @Inject(BLOB_STORE) private readonly blobs: BlobStore,
+    private readonly stop: StopState,
   ) {}
 
   @Get('healthz')
@@ -43,10 +45,22 @@ export class HealthController {
   }
 
   @Get('readyz')
-  @ApiOperation({ summary: 'Readiness: the database and the blob store answer' })
+  @ApiOperation({
+    summary: 'Readiness: the database and the blob store answer, and the server is not stopping',
+  })
   @ApiOkResponse({ description: 'Terminus health report' })
-  @ApiServiceUnavailableResponse({ description: 'A dependency is down (named in the report)' })
+  @ApiServiceUnavailableResponse({
+    description: 'A dependency is down, or the server is stopping (named in the report)',
+  })
   async readyz(@Res() res: Response): Promise<void> {
+    if (this.stop.stopping) {
+      // At once, without asking the dependencies: the load balancer should stop sending now.
+      const down = { status: 'down', message: `stopping (${this.stop.reason})` };
+      res
+        .status(503)
+        .json({ status: 'error', info: {}, error: { server: down }, details: { server: down } });
+      return;
+    }
     try {
       const report = await this.health.check([
         () => this.probe('database', () => this.db.query('SELECT 1')),
