@@ -22,7 +22,7 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { Agent, IncomingHttpHeaders, request } from 'node:http';
 import { connect, Socket } from 'node:net';
-import { freshServerEnv } from '../support/database';
+import { freshServerEnv, ON_POSTGRES } from '../support/database';
 import { eventually, portIsFree } from '../support/processes';
 import { S3Creds, s3Code, signS3 } from '../support/s3-signer';
 import { RunningServer, spawnServer } from '../support/server';
@@ -70,6 +70,7 @@ interface Write {
   body: Buffer;
   beforeStop: boolean;
   answer: Promise<Answer>;
+  firstChunkSent: Promise<void>;
   settled: boolean;
 }
 
@@ -134,12 +135,67 @@ function get(port: number, path: string, headers: Record<string, string> = {}): 
   return send(port, { method: 'GET', path, headers }, { chunks: 1, pauseMs: 0 }, false).answer;
 }
 
+/** Starts a write of a 4 MiB state to the unit `shutdown/<door>-<i>` through `door`. */
+async function startWrite(
+  server: RunningServer,
+  creds: S3Creds,
+  w: {
+    door: Door;
+    i: number;
+    beforeStop: boolean;
+    pace: { chunks: number; pauseMs: number };
+    agent: Agent;
+  },
+): Promise<Write> {
+  const unit = `shutdown/${w.door}-${w.i}`;
+  const body = tfState(1, 4 * MiB);
+  let sent: ReturnType<typeof send>;
+  if (w.door === 'backend') {
+    sent = send(
+      server.port,
+      {
+        method: 'POST',
+        path: `/v1/backend/${unit}`,
+        headers: { ...server.auth, 'content-type': 'application/json' },
+        body,
+      },
+      w.pace,
+      w.agent,
+    );
+  } else {
+    const port = w.door === 's3' ? server.port : (server.s3Port as number);
+    const signed = await signS3(port, creds, {
+      method: 'PUT',
+      key: `${unit}/terraform.tfstate`,
+      body,
+      ...(w.door === 's3-port' ? { base: '' } : {}),
+    });
+    sent = send(
+      port,
+      { method: 'PUT', path: signed.target, headers: signed.headers, body },
+      w.pace,
+      w.agent,
+    );
+  }
+  const write: Write = {
+    door: w.door,
+    unit,
+    body,
+    beforeStop: w.beforeStop,
+    answer: sent.answer,
+    firstChunkSent: sent.firstChunkSent,
+    settled: false,
+  };
+  void sent.answer.then(() => (write.settled = true));
+  return write;
+}
+
 describe('SIGTERM under load: 20 state writes through both doors', () => {
   let env: Record<string, string>;
   let cleanup: (() => Promise<void>) | undefined;
   const servers: RunningServer[] = [];
 
-  beforeAll(async () => {
+  beforeEach(async () => {
     const fresh = await freshServerEnv();
     cleanup = fresh.cleanup;
     env = {
@@ -151,9 +207,10 @@ describe('SIGTERM under load: 20 state writes through both doors', () => {
     };
   });
 
-  afterAll(async () => {
-    for (const s of servers) await s.kill();
+  afterEach(async () => {
+    for (const s of servers.splice(0)) await s.kill();
     await cleanup?.();
+    cleanup = undefined;
   });
 
   async function start(extra: Record<string, string> = {}): Promise<RunningServer> {
@@ -243,50 +300,16 @@ describe('SIGTERM under load: 20 state writes through both doors', () => {
 
     const keepAlive = new Agent({ keepAlive: true, maxSockets: 64 });
     const writes: Write[] = [];
-    const firstChunks: Promise<void>[] = [];
-    async function write(door: Door, i: number, beforeStop: boolean, slow: boolean) {
-      const unit = `shutdown/${door}-${i}`;
-      const body = tfState(1, 4 * MiB);
+    const write = async (door: Door, i: number, beforeStop: boolean, slow: boolean) => {
       const pace = slow ? { chunks: 24, pauseMs: 250 } : { chunks: 4, pauseMs: 20 };
-      let sent: ReturnType<typeof send>;
-      if (door === 'backend') {
-        sent = send(
-          server.port,
-          {
-            method: 'POST',
-            path: `/v1/backend/${unit}`,
-            headers: { ...server.auth, 'content-type': 'application/json' },
-            body,
-          },
-          pace,
-          keepAlive,
-        );
-      } else {
-        const port = door === 's3' ? server.port : s3Port;
-        const signed = await signS3(port, creds, {
-          method: 'PUT',
-          key: `${unit}/terraform.tfstate`,
-          body,
-          ...(door === 's3-port' ? { base: '' } : {}),
-        });
-        sent = send(
-          port,
-          { method: 'PUT', path: signed.target, headers: signed.headers, body },
-          pace,
-          keepAlive,
-        );
-      }
-      const w: Write = { door, unit, body, beforeStop, answer: sent.answer, settled: false };
-      void sent.answer.then(() => (w.settled = true));
-      writes.push(w);
-      firstChunks.push(sent.firstChunkSent);
-    }
+      writes.push(await startWrite(server, creds, { door, i, beforeStop, pace, agent: keepAlive }));
+    };
 
     // 16 writes in flight: their bodies arrive over about 6 s.
     for (let i = 0; i < 4; i++) await write('s3', i, true, true);
     for (let i = 0; i < 4; i++) await write('s3-port', i, true, true);
     for (let i = 0; i < 8; i++) await write('backend', i, true, true);
-    await Promise.all(firstChunks);
+    await Promise.all(writes.map((w) => w.firstChunkSent));
     await sleep(1500); // the server has every request (their heads and first pieces)
 
     const reads = await Promise.all(
@@ -443,6 +466,41 @@ describe('SIGTERM under load: 20 state writes through both doors', () => {
       expect.arrayContaining(reads.map((r) => r.headers?.['x-request-id'] as string)),
     );
     await server.stop();
+  });
+
+  it('shutdown time under load: 20 writes of 4 MiB sent at full speed, SIGTERM while they are received', async () => {
+    const server = await start({ STATEHOUSE_SHUTDOWN_GRACE: `${GRACE_SECONDS}s` });
+    const creds = await s3Credentials(server, 'svc:shutdown-timed');
+    const agent = new Agent({ keepAlive: true, maxSockets: 64 });
+    const pace = { chunks: 8, pauseMs: 0 };
+    const doors: Door[] = ['s3', 's3-port', 'backend', 'backend'];
+    const writes = await Promise.all(
+      Array.from({ length: 20 }, (_, i) =>
+        startWrite(server, creds, { door: doors[i % 4], i, beforeStop: true, pace, agent }),
+      ),
+    );
+    await Promise.all(writes.map((w) => w.firstChunkSent));
+    const exited = new Promise<number | null>((r) => server.proc.once('exit', (c) => r(c)));
+    const early = writes.filter((w) => w.settled).length; // answered before the signal
+    const signalled = Date.now();
+    server.proc.kill('SIGTERM');
+    const answers = await Promise.all(writes.map((w) => w.answer));
+    const lastAnswer = Date.now() - signalled;
+    const status = await exited;
+    const total = Date.now() - signalled;
+    agent.destroy();
+    const inFlight = Number(/(\d+) request\(s\) in flight/.exec(server.output())?.[1]);
+    expect(answers.filter((a) => a.error !== undefined)).toEqual([]);
+    // Received before the signal: answered 200; arrived after it: refused with 503.
+    expect(answers.filter((a) => a.status === 200)).toHaveLength(early + inFlight);
+    expect(answers.filter((a) => a.status !== 200 && a.status !== 503)).toEqual([]);
+    expect(status).toBe(143);
+    expect(total).toBeLessThan(TIMEOUT_SECONDS * 1000);
+    console.log(
+      `shutdown time under load (${ON_POSTGRES ? 'PostgreSQL' : 'embedded'}): ${inFlight} of 20 writes of 4 MiB in flight at SIGTERM; ` +
+        `last answer after ${lastAnswer} ms, exit after ${total} ms (grace ${GRACE_SECONDS} s); ` +
+        `server: ${/stopped cleanly in \d+ ms/.exec(server.output())?.[0]}`,
+    );
   });
 
   it('audit events queued at the moment of SIGTERM are stored before the database closes', async () => {
