@@ -13,6 +13,7 @@ import { rejectMalformedEncoding } from './backend/raw-unit-path';
 import { AppConfig } from './config/config';
 import { RequestTracker, SIGNAL_EXIT_STATUS, StopSignal } from './common/graceful-stop';
 import { useHttpHygiene } from './common/http-hygiene';
+import { refuseWhileStopping, StopState } from './common/stopping';
 import { AppLogger } from './common/log-output';
 import { runWithRequestContext } from './common/request-context';
 import { RequestTextPipe } from './common/request-text.pipe';
@@ -53,6 +54,7 @@ export async function createApp(
   });
   app.use(requestMetrics(app.get(MetricsService)));
   useHttpHygiene(app, config.corsOrigins);
+  app.use(refuseWhileStopping(app.get(StopState)));
   app.use('/v1/backend', rejectMalformedEncoding);
   app.use(S3_PREFIX, rejectMalformedS3Path);
   app.useGlobalPipes(
@@ -193,11 +195,10 @@ function listenFailure(e: unknown, host: string, port: number, setting: string):
 const CLOSE_TIMEOUT_MS = 10_000;
 
 /**
- * `statehouse serve`: starts, then on SIGTERM or SIGINT stops cleanly — no new connections,
- * requests in flight finished (up to STATEHOUSE_SHUTDOWN_TIMEOUT), then the modules closed with
- * the database last — and exits 143 (SIGTERM) or 130 (SIGINT), or 1 when that failed. The
- * signal may arrive twice at once (a terminal's Ctrl-C reaches npm and the server, and npm
- * passes it on): a repeat within a second is the same request; a later one stops at once.
+ * `statehouse serve`: starts, then on SIGTERM or SIGINT stops cleanly, and exits 143 (SIGTERM)
+ * or 130 (SIGINT), or 1 when that failed (see `stop`). The signal may arrive twice at once (a
+ * terminal's Ctrl-C reaches npm and the server, and npm passes it on): a repeat within a second
+ * is the same request; a later one stops at once.
  */
 export async function serve(config: AppConfig): Promise<never> {
   const logger = new Logger('shutdown');
@@ -228,14 +229,42 @@ export async function serve(config: AppConfig): Promise<never> {
     },
   );
   const signal = await stopRequested;
+  const clean = await stop(app, listeners, signal, config, logger);
+  process.exit(clean ? SIGNAL_EXIT_STATUS[signal] : 1);
+}
+
+/**
+ * The stop, in order; true when it was clean.
+ *  1. At once: `/readyz` answers 503, every request that arrives from now on is refused (503,
+ *     `Connection: close`, in its door's format), and each connection closes after its current
+ *     answer. Requests in flight go on.
+ *  2. For the grace (STATEHOUSE_SHUTDOWN_GRACE) new connections are still accepted — and
+ *     refused that way — for a load balancer that has not yet seen `/readyz` turn 503; then no
+ *     more connections.
+ *  3. The requests in flight finish, until STATEHOUSE_SHUTDOWN_TIMEOUT after the signal; what
+ *     is still open then is cut off (not clean).
+ *  4. The modules close: the audit queue is stored, and the database closes last. Locks held
+ *     by clients stay as they are: they belong to Terraform runs, not to this process.
+ */
+async function stop(
+  app: INestApplication,
+  listeners: Listener[],
+  signal: StopSignal,
+  config: AppConfig,
+  logger: Logger,
+): Promise<boolean> {
+  const started = Date.now();
+  const deadline = started + config.shutdownTimeoutSeconds * 1000;
+  app.get(StopState).begin(signal);
+  for (const l of listeners) l.requests.beginStop();
   const inFlight = listeners.reduce((n, l) => n + l.requests.count, 0);
   logger.log(
-    `${signal}: stopping (no new connections; ${inFlight} request(s) in flight get up to ${config.shutdownTimeoutSeconds} s)`,
+    `${signal}: stopping (${inFlight} request(s) in flight get up to ${config.shutdownTimeoutSeconds} s; ` +
+      `new requests are answered 503, new connections refused after ${config.shutdownGraceSeconds} s)`,
   );
+  await new Promise((r) => setTimeout(r, config.shutdownGraceSeconds * 1000));
   // Every listener stops taking connections at once, and its requests finish.
-  const drained = await Promise.all(
-    listeners.map((l) => l.requests.drain(config.shutdownTimeoutSeconds * 1000)),
-  );
+  const drained = await Promise.all(listeners.map((l) => l.requests.drain(deadline)));
   let clean = drained.every((d) => d);
   if (!clean) {
     logger.error(
@@ -248,8 +277,8 @@ export async function serve(config: AppConfig): Promise<never> {
     logger.error(`shutdown failed: ${(e as Error).message}`);
     clean = false;
   }
-  if (clean) logger.log('stopped cleanly');
-  process.exit(clean ? SIGNAL_EXIT_STATUS[signal] : 1);
+  if (clean) logger.log(`stopped cleanly in ${Date.now() - started} ms`);
+  return clean;
 }
 
 function withTimeout<T>(work: Promise<T>, ms: number, what: string): Promise<T> {

@@ -1,4 +1,10 @@
-import { Injectable, Logger, OnApplicationShutdown, OnModuleInit, Optional } from '@nestjs/common';
+import {
+  BeforeApplicationShutdown,
+  Injectable,
+  Logger,
+  OnModuleInit,
+  Optional,
+} from '@nestjs/common';
 import { DataSource, EntityManager } from 'typeorm';
 import { isUnavailable } from '../common/error-mapping';
 import { currentRequestContext } from '../common/request-context';
@@ -14,6 +20,8 @@ export const MAX_QUEUED = 20_000;
 const BATCH_ROWS = 500;
 /** After the database was unreachable, queued events wait this long before the next try. */
 const RETRY_AFTER_MS = 1000;
+/** At a stop, how many rounds of storing what is queued (events recorded meanwhile come after). */
+const STOP_FLUSHES = 5;
 /** Longest text kept of one value (names, reasons); longer ones are cut, marked with `…`. */
 export const MAX_AUDIT_TEXT = 1024;
 const MAX_DETAILS = 32;
@@ -78,7 +86,7 @@ export interface AuditFilter {
  * the queue (bounded: beyond 20,000 events the oldest are dropped and counted).
  */
 @Injectable()
-export class AuditService implements OnModuleInit, OnApplicationShutdown {
+export class AuditService implements OnModuleInit, BeforeApplicationShutdown {
   private readonly logger = new Logger('audit');
   private queue: Queued[] = [];
   private readonly aggregated = new Map<string, Queued>();
@@ -98,10 +106,21 @@ export class AuditService implements OnModuleInit, OnApplicationShutdown {
     this.timer.unref();
   }
 
-  async onApplicationShutdown(): Promise<void> {
+  /**
+   * At a stop, before the database closes (it closes in `onApplicationShutdown`, which Nest calls
+   * only after every `beforeApplicationShutdown`): stores everything queued — after a batch that
+   * is being stored, what was queued meanwhile — and gives up only when the database is
+   * unreachable, saying how many events of which types were not stored.
+   */
+  async beforeApplicationShutdown(): Promise<void> {
     clearInterval(this.timer);
-    this.retryAt = 0;
-    await this.flush();
+    for (let round = 0; round < STOP_FLUSHES; round++) {
+      await this.flushing;
+      if (this.queue.length === 0) break;
+      this.retryAt = 0;
+      await this.flush();
+      if (this.retryAt > Date.now()) break; // unreachable: the batch went back to the queue
+    }
     if (this.queue.length > 0) {
       const byType = countByType(this.queue);
       const events = Object.values(byType).reduce((a, b) => a + b, 0);

@@ -3,7 +3,7 @@ import {
   Injectable,
   Logger,
   Module,
-  OnApplicationShutdown,
+  BeforeApplicationShutdown,
   OnModuleInit,
 } from '@nestjs/common';
 import { APP_GUARD } from '@nestjs/core';
@@ -25,7 +25,7 @@ import { TokenService } from './tokens/token.service';
 
 /** With STATEHOUSE_AUTH_DISABLE, repeats the start-up warning every ten minutes. */
 @Injectable()
-class AuthDisabledWarning implements OnModuleInit, OnApplicationShutdown {
+class AuthDisabledWarning implements OnModuleInit, BeforeApplicationShutdown {
   private readonly logger = new Logger('auth');
   private timer?: NodeJS.Timeout;
   constructor(@Inject(APP_CONFIG) private readonly config: AppConfig) {}
@@ -38,7 +38,7 @@ class AuthDisabledWarning implements OnModuleInit, OnApplicationShutdown {
     this.timer = setInterval(warn, 10 * 60 * 1000);
     this.timer.unref();
   }
-  onApplicationShutdown(): void {
+  beforeApplicationShutdown(): void {
     clearInterval(this.timer);
   }
 }

@@ -37,6 +37,8 @@ export function buildCli(): Command {
     .action(async () => {
       const config = loadConfig();
       const { serve } = await import('../server');
+      // serve takes SIGTERM over in its first step (synchronously): no moment without a handler.
+      process.off('SIGTERM', sigtermBeforeDone);
       await serve(config);
     });
 
@@ -71,12 +73,24 @@ export function buildCli(): Command {
 }
 
 /**
+ * SIGTERM ends any command but `serve` with exit status 1 ("not done"), not the 143 of a process
+ * killed by it: the container image's init reports 143 as a clean 0 (`tini -e 143`, meant for
+ * the server's clean stop), and a migrations Job or another command cut short must not look
+ * successful. `serve` takes the signal over: it drains, then exits 143.
+ */
+function sigtermBeforeDone(): void {
+  process.stderr.write('statehouse: SIGTERM before the command was done (exit 1)\n');
+  process.exit(1);
+}
+
+/**
  * Runs the command line `args` (without node and the script), e.g. `['serve']`. Failures are
  * reported here: usage and configuration errors in one line with exit code 2, a server that
  * cannot start for a reason the operator can fix in one line with exit code 1, anything else
  * with its stack.
  */
 export function main(args: string[]): Promise<void> {
+  process.on('SIGTERM', sigtermBeforeDone);
   return buildCli()
     .parseAsync(args, { from: 'user' })
     .then(

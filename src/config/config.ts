@@ -81,6 +81,12 @@ export interface AppConfig {
   logColor: boolean;
   /** How long in-flight requests may take to finish after SIGTERM or SIGINT. */
   shutdownTimeoutSeconds: number;
+  /**
+   * How long, within that, new connections are still accepted after the signal (each of their
+   * requests answered 503 with `Connection: close`), for a load balancer that has not yet seen
+   * /readyz turn 503; then they are refused.
+   */
+  shutdownGraceSeconds: number;
   oidc: { issuer: string; clientId: string; scopes: string[]; groupsClaim: string } | undefined;
   tokens: {
     /** PKCS#8 PEM of the Ed25519 signing key, when configured (else generated and stored). */
@@ -164,6 +170,7 @@ const KNOWN = new Set([
   'STATEHOUSE_LOG_LEVEL',
   'STATEHOUSE_LOG_FORMAT',
   'STATEHOUSE_SHUTDOWN_TIMEOUT',
+  'STATEHOUSE_SHUTDOWN_GRACE',
   'STATEHOUSE_OIDC_ISSUER',
   'STATEHOUSE_OIDC_CLIENT_ID',
   'STATEHOUSE_OIDC_SCOPES',
@@ -182,6 +189,11 @@ const KNOWN = new Set([
   'STATEHOUSE_SERVER',
   'STATEHOUSE_TOKEN',
 ]);
+
+/** STATEHOUSE_SHUTDOWN_TIMEOUT's default: how long a stop may wait for requests in flight. */
+export const DEFAULT_SHUTDOWN_TIMEOUT_SECONDS = 25;
+/** STATEHOUSE_SHUTDOWN_GRACE's default: new connections are still answered (503) this long. */
+export const DEFAULT_SHUTDOWN_GRACE_SECONDS = 2;
 
 const DURATION_UNITS: Record<string, number> = { s: 1, m: 60, h: 3600, d: 86400 };
 
@@ -430,7 +442,21 @@ export function loadConfig(env: Env = process.env): AppConfig {
     );
   // https://no-color.org: any non-empty value turns colours off.
   const logColor = (env.NO_COLOR ?? '') === '';
-  const shutdownTimeoutSeconds = duration('STATEHOUSE_SHUTDOWN_TIMEOUT', 25, 1, 3600);
+  const shutdownTimeoutSeconds = duration(
+    'STATEHOUSE_SHUTDOWN_TIMEOUT',
+    DEFAULT_SHUTDOWN_TIMEOUT_SECONDS,
+    1,
+    3600,
+  );
+  // The grace is part of the drain: the default shortens to fit a shorter timeout; a grace set
+  // longer than the timeout is a contradiction.
+  const grace = duration('STATEHOUSE_SHUTDOWN_GRACE', DEFAULT_SHUTDOWN_GRACE_SECONDS, 0, 3600);
+  if (str('STATEHOUSE_SHUTDOWN_GRACE') !== undefined && grace > shutdownTimeoutSeconds) {
+    problems.push(
+      `STATEHOUSE_SHUTDOWN_GRACE (${grace}s) must not be longer than STATEHOUSE_SHUTDOWN_TIMEOUT (${shutdownTimeoutSeconds}s): the grace is part of the drain`,
+    );
+  }
+  const shutdownGraceSeconds = Math.min(grace, shutdownTimeoutSeconds);
 
   // Human login through OpenID Connect.
   const oidcIssuer = url('STATEHOUSE_OIDC_ISSUER');
@@ -582,6 +608,7 @@ export function loadConfig(env: Env = process.env): AppConfig {
     logFormat,
     logColor,
     shutdownTimeoutSeconds,
+    shutdownGraceSeconds,
     oidc,
     tokens: { privateKeyPem, kid: tokenKid, accessTtlSeconds, refreshTtlSeconds },
     sts: { kid: stsKid, hmacKeys, ttlSeconds: stsTtlSeconds },

@@ -86,6 +86,11 @@ export class DatabaseHandle implements OnApplicationShutdown {
     }
   }
 
+  /**
+   * The database closes last: Nest calls every module's `beforeApplicationShutdown` (where the
+   * others stop their work and the audit queue is stored) before any `onApplicationShutdown`,
+   * and this is the only one of those (test/unit/shutdown-order.spec.ts keeps it so).
+   */
   async onApplicationShutdown(): Promise<void> {
     if (this.analyzeTimer) clearInterval(this.analyzeTimer);
     if (this.dataSource?.isInitialized) await this.dataSource.destroy();

@@ -11,6 +11,7 @@ import { DataSource } from 'typeorm';
 import { Public } from '../auth/auth.decorators';
 import { codeSchema, schemaVerdict } from '../database/migrator';
 import { refusalMessage } from '../database/schema-compat';
+import { StopState } from '../common/stopping';
 import { BLOB_STORE, BlobStore } from '../storage/blob-store';
 
 const PROBE_TIMEOUT_MS = 3000;
@@ -35,6 +36,7 @@ export class HealthController {
     private readonly indicators: HealthIndicatorService,
     private readonly db: DataSource,
     @Inject(BLOB_STORE) private readonly blobs: BlobStore,
+    private readonly stop: StopState,
   ) {}
 
   @Get('healthz')
@@ -47,11 +49,21 @@ export class HealthController {
   @Get('readyz')
   @ApiOperation({
     summary:
-      'Readiness: the database and the blob store answer, and the schema still accepts this release',
+      'Readiness: the database and the blob store answer, the schema still accepts this release, and the server is not stopping',
   })
   @ApiOkResponse({ description: 'Terminus health report' })
-  @ApiServiceUnavailableResponse({ description: 'A dependency is down (named in the report)' })
+  @ApiServiceUnavailableResponse({
+    description: 'A dependency is down, or the server is stopping (named in the report)',
+  })
   async readyz(@Res() res: Response): Promise<void> {
+    if (this.stop.stopping) {
+      // At once, without asking the dependencies: the load balancer should stop sending now.
+      const down = { status: 'down', message: `stopping (${this.stop.reason})` };
+      res
+        .status(503)
+        .json({ status: 'error', info: {}, error: { server: down }, details: { server: down } });
+      return;
+    }
     try {
       const report = await this.health.check([
         () => this.probe('database', () => this.db.query('SELECT 1')),

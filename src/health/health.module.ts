@@ -1,6 +1,12 @@
 import { Module } from '@nestjs/common';
 import { TerminusModule } from '@nestjs/terminus';
+import { StopState } from '../common/stopping';
 import { HealthController } from './health.controller';
 
-@Module({ imports: [TerminusModule.forRoot({ logger: false })], controllers: [HealthController] })
+@Module({
+  imports: [TerminusModule.forRoot({ logger: false })],
+  controllers: [HealthController],
+  providers: [StopState],
+  exports: [StopState],
+})
 export class HealthModule {}

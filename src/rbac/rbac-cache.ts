@@ -1,4 +1,10 @@
-import { Inject, Injectable, Logger, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
+import {
+  Inject,
+  Injectable,
+  Logger,
+  BeforeApplicationShutdown,
+  OnModuleInit,
+} from '@nestjs/common';
 import { Client } from 'pg';
 import { APP_CONFIG, AppConfig } from '../config/config';
 import { CompiledRule } from './policy';
@@ -14,7 +20,7 @@ import { RBAC_CHANNEL } from './rbac.repository';
  * second listener: they `watch` a channel of their own on this connection, and follow `enabled`.
  */
 @Injectable()
-export class RbacCache implements OnModuleInit, OnApplicationShutdown {
+export class RbacCache implements OnModuleInit, BeforeApplicationShutdown {
   private readonly logger = new Logger('rbac-cache');
   private readonly rules = new Map<string, CompiledRule[]>();
   private initialisedFlag?: boolean;
@@ -31,7 +37,7 @@ export class RbacCache implements OnModuleInit, OnApplicationShutdown {
     if (this.config.databaseUrl) await this.listen();
   }
 
-  async onApplicationShutdown(): Promise<void> {
+  async beforeApplicationShutdown(): Promise<void> {
     this.stopped = true;
     clearTimeout(this.retry);
     await this.listener?.end().catch(() => undefined);

@@ -1,4 +1,4 @@
-import { Injectable, Logger, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
+import { Injectable, Logger, BeforeApplicationShutdown, OnModuleInit } from '@nestjs/common';
 import { createHash } from 'node:crypto';
 import { AuditService } from '../audit/audit.service';
 import type { Principal } from '../auth/principal';
@@ -48,7 +48,7 @@ export interface ReplayGuard {
  * `amz-sdk-request` attempt header change), so honest retries carry new signatures.
  */
 @Injectable()
-export class ReplayGuardService implements OnModuleInit, OnApplicationShutdown {
+export class ReplayGuardService implements OnModuleInit, BeforeApplicationShutdown {
   private readonly logger = new Logger('s3');
   private sweeper?: NodeJS.Timeout;
 
@@ -62,7 +62,7 @@ export class ReplayGuardService implements OnModuleInit, OnApplicationShutdown {
     this.sweeper.unref();
   }
 
-  onApplicationShutdown(): void {
+  beforeApplicationShutdown(): void {
     clearInterval(this.sweeper);
   }
 

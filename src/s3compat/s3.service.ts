@@ -3,7 +3,7 @@ import {
   Injectable,
   Logger,
   OnApplicationBootstrap,
-  OnApplicationShutdown,
+  BeforeApplicationShutdown,
   OnModuleInit,
 } from '@nestjs/common';
 import type { Request } from 'express';
@@ -68,7 +68,7 @@ const quoted = (md5Hex: string): string => `"${md5Hex}"`;
  * adds no rule of its own beyond S3's wire format and the key mapping.
  */
 @Injectable()
-export class S3Service implements OnModuleInit, OnApplicationBootstrap, OnApplicationShutdown {
+export class S3Service implements OnModuleInit, OnApplicationBootstrap, BeforeApplicationShutdown {
   private readonly logger = new Logger('s3');
   private sweeper?: NodeJS.Timeout;
   /** The host names of this server's base URLs (to recognise virtual-hosted-style requests). */
@@ -103,7 +103,7 @@ export class S3Service implements OnModuleInit, OnApplicationBootstrap, OnApplic
     }
   }
 
-  onApplicationShutdown(): void {
+  beforeApplicationShutdown(): void {
     clearInterval(this.sweeper);
   }
 

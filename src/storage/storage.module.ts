@@ -5,7 +5,7 @@ import {
   Logger,
   Module,
   OnApplicationBootstrap,
-  OnApplicationShutdown,
+  BeforeApplicationShutdown,
 } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import { APP_CONFIG, AppConfig } from '../config/config';
@@ -48,7 +48,7 @@ const BLOB_DRIVER = Symbol('BLOB_DRIVER');
 const STALE_TEMP_MS = 60 * 60 * 1000;
 
 @Injectable()
-class BlobStoreLifecycle implements OnApplicationBootstrap, OnApplicationShutdown {
+class BlobStoreLifecycle implements OnApplicationBootstrap, BeforeApplicationShutdown {
   private readonly logger = new Logger('storage');
   constructor(@Inject(BLOB_DRIVER) private readonly store: BlobStore) {}
 
@@ -60,7 +60,7 @@ class BlobStoreLifecycle implements OnApplicationBootstrap, OnApplicationShutdow
     }
   }
 
-  async onApplicationShutdown(): Promise<void> {
+  async beforeApplicationShutdown(): Promise<void> {
     await this.store.close();
   }
 }

@@ -125,7 +125,7 @@ describe(`derived credentials (${ON_POSTGRES ? 'PostgreSQL' : 'embedded PGlite'}
     w = await wire(db.dataSource);
   });
   afterAll(async () => {
-    await w?.cache.onApplicationShutdown();
+    await w?.cache.beforeApplicationShutdown();
     await db?.close();
   });
 
@@ -324,8 +324,8 @@ describeOnPostgres(ON_POSTGRES ? REPLICAS : REPLICAS_NA, () => {
     await waitFor('both replicas to LISTEN', () => a.cache.enabled && b.cache.enabled);
   });
   afterAll(async () => {
-    await a?.cache.onApplicationShutdown();
-    await b?.cache.onApplicationShutdown();
+    await a?.cache.beforeApplicationShutdown();
+    await b?.cache.beforeApplicationShutdown();
     await db?.close();
   });
 

@@ -120,7 +120,7 @@ describe(`RBAC on the database (${ON_POSTGRES ? 'PostgreSQL' : 'embedded PGlite'
     w = await wire(db.dataSource);
   });
   afterAll(async () => {
-    await w?.cache.onApplicationShutdown();
+    await w?.cache.beforeApplicationShutdown();
     await db?.close();
   });
 
@@ -684,8 +684,8 @@ describeOnPostgres(ON_POSTGRES ? REPLICAS : REPLICAS_NA, () => {
     expect(await listeners()).toBe(2);
   });
   afterAll(async () => {
-    await a?.cache.onApplicationShutdown();
-    await b?.cache.onApplicationShutdown();
+    await a?.cache.beforeApplicationShutdown();
+    await b?.cache.beforeApplicationShutdown();
     await db?.close();
   });
 

@@ -92,10 +92,24 @@ describe('the image rules refuse a Dockerfile that breaks them', () => {
       'node as PID 1',
       () =>
         broken(
-          'ENTRYPOINT ["/usr/bin/tini", "--", "node", "dist/src/cli/main.js"]',
+          'ENTRYPOINT ["/usr/bin/tini", "-e", "143", "--", "node", "dist/src/cli/main.js"]',
           'ENTRYPOINT ["node", "dist/src/cli/main.js"]',
         ),
       /ENTRYPOINT must start with tini/,
+    ],
+    [
+      'tini reporting the clean stop on SIGTERM as 143',
+      () => broken('"/usr/bin/tini", "-e", "143", "--"', '"/usr/bin/tini", "--"'),
+      /ENTRYPOINT must run tini with exactly -e 143 .*, got \[\]/,
+    ],
+    [
+      'tini hiding a failed stop',
+      () =>
+        broken(
+          '"/usr/bin/tini", "-e", "143", "--"',
+          '"/usr/bin/tini", "-e", "143", "-e", "1", "--"',
+        ),
+      /ENTRYPOINT must run tini with exactly -e 143/,
     ],
     [
       'tini that is never installed',

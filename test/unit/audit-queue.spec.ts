@@ -236,6 +236,40 @@ describe('AuditService queue', () => {
     expect(warned.some((m) => /the 7 oldest .* were not stored/.test(m))).toBe(true);
   });
 
+  it('the stop waits for a batch being stored, then stores what was queued meanwhile', async () => {
+    const db = new StandInDatabase();
+    const audit = service(db);
+    audit.record(read('first'));
+    let release: () => void = () => undefined;
+    const slow = new Promise<void>((r) => (release = r));
+    const query = db.query.bind(db);
+    jest.spyOn(db, 'query').mockImplementationOnce(async (sql: string, params: unknown[]) => {
+      await slow;
+      return query(sql, params);
+    });
+    const storing = audit.flush(); // the timer's flush, still under way when the stop comes
+    audit.record(read('meanwhile'));
+    const stopped = audit.beforeApplicationShutdown();
+    release();
+    await Promise.all([storing, stopped]);
+    expect(db.actors()).toEqual(['first', 'meanwhile']);
+    expect(audit.lost()).toEqual({ queueFull: 0, unstorable: 0, atShutdown: 0 });
+    expect(logs.filter((l) => l.level === 'error')).toEqual([]);
+  });
+
+  it('the stop tries an unreachable database once more, then counts what it could not store', async () => {
+    const db = new StandInDatabase();
+    const audit = service(db);
+    db.down = true;
+    audit.record(read('a'));
+    audit.record(read('b'));
+    await audit.flush(); // failed: back in the queue, to be tried after a pause
+    const before = db.statements;
+    await audit.beforeApplicationShutdown();
+    expect(db.statements).toBe(before + 1); // tried again at once, not in a loop
+    expect(audit.lost().atShutdown).toBe(2);
+  });
+
   it('counts an aggregated refusal by the failures it stands for', async () => {
     const db = new StandInDatabase();
     db.down = true;
@@ -249,7 +283,7 @@ describe('AuditService queue', () => {
         details: { reason: 'x' },
       });
     }
-    await audit.onApplicationShutdown();
+    await audit.beforeApplicationShutdown();
     expect(audit.lost().atShutdown).toBe(3);
     const last = logs.filter((l) => l.level === 'error').at(-1);
     expect(last?.args[0]).toEqual({ eventTypes: { 'auth.failed': 3 } });

@@ -184,6 +184,23 @@ describe('loadConfig problem reporting', () => {
     );
   });
 
+  it('keeps answering new connections for 2 s of the drain unless STATEHOUSE_SHUTDOWN_GRACE says otherwise; never past the timeout', () => {
+    expect(loadConfig({}).shutdownGraceSeconds).toBe(2);
+    expect(loadConfig({ STATEHOUSE_SHUTDOWN_GRACE: '0' }).shutdownGraceSeconds).toBe(0);
+    expect(loadConfig({ STATEHOUSE_SHUTDOWN_GRACE: '10s' }).shutdownGraceSeconds).toBe(10);
+    // The default fits itself into a shorter drain; a setting longer than it is refused.
+    expect(loadConfig({ STATEHOUSE_SHUTDOWN_TIMEOUT: '1s' }).shutdownGraceSeconds).toBe(1);
+    expect(
+      configError({ STATEHOUSE_SHUTDOWN_TIMEOUT: '5s', STATEHOUSE_SHUTDOWN_GRACE: '10s' }).problems,
+    ).toEqual([
+      'STATEHOUSE_SHUTDOWN_GRACE (10s) must not be longer than STATEHOUSE_SHUTDOWN_TIMEOUT (5s): the grace is part of the drain',
+    ]);
+    expect(configError({ STATEHOUSE_SHUTDOWN_GRACE: 'soon' }).message).toContain(
+      'STATEHOUSE_SHUTDOWN_GRACE',
+    );
+    expect(loadConfig({ STATEHOUSE_SHUTDOWN_GRACE: '1s' }).warnings).toEqual([]);
+  });
+
   it('serves the S3 door on a listener of its own only when STATEHOUSE_S3_PORT is set, on another port than PORT', () => {
     expect(loadConfig({}).s3Door.port).toBeUndefined();
     expect(loadConfig({ STATEHOUSE_S3_PORT: '9000' }).s3Door.port).toBe(9000);

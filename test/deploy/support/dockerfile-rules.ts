@@ -272,16 +272,24 @@ export function dockerfileProblems(
     problems.push(`EXPOSE must name the port the server listens on (PORT=${port ?? 'unset'})`);
   }
 
-  // PID 1: an init that forwards signals.
+  // PID 1: an init that forwards signals, and reports the server's clean stop on SIGTERM (its
+  // exit status 143) as 0 — `tini -e 143` — so the container's exit says clean or not.
   const ep = image.entrypoint ?? [];
-  if (!/(^|\/)tini(-static)?$/.test(ep[0] ?? '') || ep[1] !== '--') {
+  const split = ep.indexOf('--');
+  const initArgs = split < 0 ? [] : ep.slice(1, split);
+  if (!/(^|\/)tini(-static)?$/.test(ep[0] ?? '') || split < 0) {
     problems.push(
-      `ENTRYPOINT must start with tini in exec form (["/usr/bin/tini", "--", …]), got ${JSON.stringify(image.entrypoint ?? null)}`,
+      `ENTRYPOINT must start with tini in exec form (["/usr/bin/tini", "-e", "143", "--", …]), got ${JSON.stringify(image.entrypoint ?? null)}`,
     );
   } else if (!image.runs.some((r) => /apt-get install\b.*\btini\b/.test(r))) {
     problems.push('the final stage must install tini (apt-get install tini)');
   }
-  const command = [...ep.slice(2), ...(image.cmd ?? [])];
+  if (split >= 0 && JSON.stringify(initArgs) !== JSON.stringify(['-e', '143'])) {
+    problems.push(
+      `ENTRYPOINT must run tini with exactly -e 143 (the server's clean stop on SIGTERM is 143, which the container reports as 0; 1 stays 1), got ${JSON.stringify(initArgs)}`,
+    );
+  }
+  const command = [...(split < 0 ? [] : ep.slice(split + 1)), ...(image.cmd ?? [])];
   if (command[0] !== 'node' || command[1] !== 'dist/src/cli/main.js' || command[2] !== 'serve') {
     problems.push(
       `ENTRYPOINT + CMD must run \`node dist/src/cli/main.js serve\` under tini, got ${JSON.stringify(command)}`,

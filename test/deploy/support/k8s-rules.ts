@@ -2,7 +2,11 @@ import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { AppConfig, loadConfig } from '../../../src/config/config';
+import {
+  AppConfig,
+  DEFAULT_SHUTDOWN_TIMEOUT_SECONDS,
+  loadConfig,
+} from '../../../src/config/config';
 import { K8sObject, schemaProblems } from './k8s-schema';
 
 /**
@@ -12,8 +16,6 @@ import { K8sObject, schemaProblems } from './k8s-schema';
  * setting in a ConfigMap fails here, not at 3 a.m. in a crash loop.
  */
 
-/** STATEHOUSE_SHUTDOWN_TIMEOUT's intended default (issue 13, item 5): the drain on SIGTERM. */
-export const DEFAULT_SHUTDOWN_TIMEOUT_SECONDS = 30;
 /** After the drain: closing the audit queue and the database. */
 export const CLOSE_MARGIN_SECONDS = 10;
 
