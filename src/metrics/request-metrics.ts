@@ -1,6 +1,7 @@
 import type { NextFunction, Request, Response } from 'express';
 import { performance } from 'node:perf_hooks';
 import { currentRequestContext, RequestContext } from '../common/request-context';
+import { s3BaseOf } from '../s3compat/s3-request';
 import {
   backendOperation,
   doorLabel,
@@ -51,7 +52,8 @@ export function observeRequest(
   // middleware registered as routes leaves `req.route` set on requests no route matched).
   const route = (req as { route?: { path?: unknown } }).route;
   if (ctx?.door === undefined || route === undefined || typeof route.path !== 'string') {
-    const door = doorOfUnroutedPath(req.originalUrl);
+    // On the S3 door's own listener every request is the S3 door's, whatever its path.
+    const door = s3BaseOf(req) === '' ? 's3' : doorOfUnroutedPath(req.originalUrl);
     metrics.requestObserved(door, UNROUTED_OPERATION, status, seconds);
     return;
   }

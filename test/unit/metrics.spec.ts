@@ -28,7 +28,9 @@ import {
 import { MetricsSources } from '../../src/metrics/metrics-sources';
 import { MetricsTokenGuard } from '../../src/metrics/metrics-token.guard';
 import { MetricsService } from '../../src/metrics/metrics.service';
+import type { IncomingMessage } from 'node:http';
 import { requestMetrics } from '../../src/metrics/request-metrics';
+import { markAtRoot } from '../../src/s3compat/s3-request';
 import { BlobNotFoundError, BlobStore } from '../../src/storage/blob-store';
 import { MemoryBlobStore } from '../../src/storage/memory-blob.store';
 import { ObservedBlobStore } from '../../src/storage/observed-blob.store';
@@ -621,6 +623,22 @@ describe('requestMetrics', () => {
     res.headersSent = true;
     res.emit('close');
     expect(await statuses()).toEqual(['backend get 2xx 1']);
+  });
+
+  it('counts a request refused before any route on the S3 listener as the S3 door, whatever its path', async () => {
+    const metrics = new MetricsService();
+    const res = Object.assign(new EventEmitter(), { statusCode: 503, headersSent: true });
+    // What the S3 listener does to every request it hands on (`s3RootListener`).
+    const req = { method: 'GET', originalUrl: '/v1/units' };
+    markAtRoot(req as unknown as IncomingMessage);
+    runWithRequestContext({ requestId: 'r', clientIp: undefined }, () =>
+      requestMetrics(metrics)(req as Request, res as unknown as Response, () => undefined),
+    );
+    res.emit('finish');
+    const series = parseExposition((await metrics.exposition()).body)
+      .filter((s) => s.name === 'statehouse_http_request_duration_seconds_count')
+      .map((s) => `${s.labels.door} ${s.labels.operation} ${s.labels.status} ${s.value}`);
+    expect(series).toEqual(['s3 unrouted 5xx 1']);
   });
 
   it('records a request closed before any answer as aborted', async () => {
