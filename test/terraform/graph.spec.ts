@@ -30,52 +30,14 @@
  * environment without the caller's TF_*, AWS_* and STATEHOUSE_* settings. Without `terraform`
  * on the PATH this suite FAILS (it never skips).
  */
-import { spawn } from 'node:child_process';
-import {
-  accessSync,
-  constants,
-  mkdirSync,
-  mkdtempSync,
-  rmSync,
-  statSync,
-  writeFileSync,
-} from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { delimiter, join } from 'node:path';
+import { join } from 'node:path';
 import { freshServerEnv } from '../support/database';
+import { runTerraform, TERRAFORM, TERRAFORM_MISSING, TfResult } from '../support/terraform';
 import { RunningServer, runCli, spawnServer } from '../support/server';
 
 jest.setTimeout(180_000);
-
-/** The `terraform` executable on the PATH, or undefined. */
-function findTerraform(): string | undefined {
-  for (const dir of (process.env.PATH ?? '').split(delimiter)) {
-    if (dir === '') continue;
-    const candidate = join(dir, 'terraform');
-    try {
-      if (!statSync(candidate).isFile()) continue;
-      accessSync(candidate, constants.X_OK);
-      return candidate;
-    } catch {
-      // not here
-    }
-  }
-  return undefined;
-}
-
-const TERRAFORM = findTerraform();
-const TERRAFORM_MISSING =
-  `terraform is not on the PATH (PATH=${process.env.PATH ?? ''}): the terraform suite needs ` +
-  'the real terraform binary (1.11.x) and does not skip without it — install terraform or ' +
-  'put it on the PATH';
-
-interface TfResult {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-  /** stdout and stderr together, for messages. */
-  output: string;
-}
 
 interface ProcessCredentials {
   Version: number;
@@ -256,27 +218,7 @@ describe('the dependency graph with real terraform (README worked example)', () 
   // ---------------------------------------------------------------- helpers
 
   function terraform(cwd: string, args: string[], timeoutMs = 120_000): Promise<TfResult> {
-    if (TERRAFORM === undefined) throw new Error(TERRAFORM_MISSING);
-    const proc = spawn(TERRAFORM, args, { cwd, env: tfEnv, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    let output = '';
-    proc.stdout.on('data', (d: Buffer) => {
-      stdout += d.toString();
-      output += d.toString();
-    });
-    proc.stderr.on('data', (d: Buffer) => {
-      stderr += d.toString();
-      output += d.toString();
-    });
-    const timer = setTimeout(() => proc.kill('SIGKILL'), timeoutMs);
-    return new Promise((resolve, reject) => {
-      proc.once('error', reject);
-      proc.once('close', (code) => {
-        clearTimeout(timer);
-        resolve({ code, stdout, stderr, output });
-      });
-    });
+    return runTerraform(cwd, args, tfEnv, timeoutMs);
   }
 
   /** Runs terraform and fails with its whole output unless it exits 0. */
