@@ -243,6 +243,17 @@ export class GraphRepository {
     )[0];
   }
 
+  /**
+   * A purged consumer reads nothing any more: its edges go with it (edges *from* it stay, and
+   * read as `unknown`). Runs inside the purge's transaction.
+   */
+  async forgetConsumer(m: EntityManager, unit: string, workspace?: string): Promise<void> {
+    await m.query(
+      `DELETE FROM graph_edges WHERE consumer_unit = $1 AND ($2::text IS NULL OR consumer_workspace = $2)`,
+      [unit, workspace ?? null],
+    );
+  }
+
   async deleteEdge(m: EntityManager, id: string): Promise<boolean> {
     const rows = await sqlRows<{ id: string }>(
       m,

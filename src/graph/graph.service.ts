@@ -7,7 +7,7 @@ import { assertUnitName, assertWorkspace } from '../common/names';
 import { escapeUnstorable } from '../common/text';
 import { APP_CONFIG, AppConfig } from '../config/config';
 import { AuthorizationService } from '../rbac/authorization.service';
-import { StateWriteHook, StateWriteHooks, WriteContext } from '../state/write-hooks';
+import { PurgeTarget, StateWriteHook, StateWriteHooks, WriteContext } from '../state/write-hooks';
 import {
   analyse,
   Analysis,
@@ -252,6 +252,11 @@ export class GraphService implements StateWriteHook, OnModuleInit {
       p.sensitiveReadable,
       ctx.principal.subject,
     );
+  }
+
+  /** The purge hook: a purged consumer's edges go in the purge's own transaction. */
+  async onPurge(m: EntityManager, target: PurgeTarget): Promise<void> {
+    await this.repo.forgetConsumer(m, target.unit, target.workspace);
   }
 
   /**

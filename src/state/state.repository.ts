@@ -1,4 +1,5 @@
 import { Injectable } from '@nestjs/common';
+import { transaction, TransactionWork } from '../database/transaction';
 import { sqlRows } from '../database/sql';
 import { DataSource, EntityManager } from 'typeorm';
 import { HeldLock } from '../common/errors';
@@ -88,14 +89,6 @@ export function toHeldLock(row: LockRow): HeldLock {
   };
 }
 
-/** 40P01 deadlock_detected, 40001 serialization_failure. */
-function isRetryable(e: unknown): boolean {
-  const code =
-    (e as { driverError?: { code?: string }; code?: string }).driverError?.code ??
-    (e as { code?: string }).code;
-  return code === '40P01' || code === '40001';
-}
-
 const VERSION_COLUMNS = `v.id, v.state_id, v.version, v.serial, v.lineage, v.terraform_version,
   v.encrypted, v.sha256, v.md5, v.size, v.blob_key, v.outputs, v.output_digests,
   v.sensitive_outputs, v.output_set_digest, v.public_output_set_digest, v.created_at, v.created_by,
@@ -116,15 +109,8 @@ export class StateRepository {
    * request; every statement takes row locks in the same order (unit, state, lock) to make
    * that rare.
    */
-  async transaction<T>(work: (m: EntityManager) => Promise<T>): Promise<T> {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await this.db.transaction('READ COMMITTED', work);
-      } catch (e) {
-        if (attempt >= 4 || !isRetryable(e)) throw e;
-        await new Promise((r) => setTimeout(r, Math.random() * 20 * attempt));
-      }
-    }
+  async transaction<T>(work: TransactionWork<T>): Promise<T> {
+    return transaction(this.db, work);
   }
 
   get manager(): EntityManager {
@@ -473,17 +459,6 @@ export class StateRepository {
   }
 
   /** Live units by name, `prefix` filtered, after `cursor` (keyset pagination). */
-  /**
-   * A purged consumer reads nothing any more: its edges in the dependency graph go with it
-   * (edges *from* it stay, and read as `unknown`).
-   */
-  async forgetConsumer(m: EntityManager, unit: string, workspace?: string): Promise<void> {
-    await m.query(
-      `DELETE FROM graph_edges WHERE consumer_unit = $1 AND ($2::text IS NULL OR consumer_workspace = $2)`,
-      [unit, workspace ?? null],
-    );
-  }
-
   async listUnits(prefix: string, after: string | undefined, limit: number): Promise<UnitRow[]> {
     return await sqlRows<UnitRow>(
       this.db.manager,

@@ -4,6 +4,7 @@ import { Readable } from 'node:stream';
 import { EntityManager } from 'typeorm';
 import type { TransactionStep } from '../database/sql';
 import { AuditService, SecurityEventInput } from '../audit/audit.service';
+import { decodeCursor, encodeCursor } from '../common/cursor';
 import { Principal } from '../auth/principal';
 import { APP_CONFIG, AppConfig, Failpoint } from '../config/config';
 import { DomainError, HeldLock } from '../common/errors';
@@ -69,19 +70,6 @@ export interface OpenedState {
 function newBlobKey(): string {
   const id = randomUUID();
   return `states/${id.slice(0, 2)}/${id}`;
-}
-
-function encodeCursor(value: string): string {
-  return Buffer.from(value, 'utf8').toString('base64url');
-}
-
-function decodeCursor(cursor: string | undefined): string | undefined {
-  if (cursor === undefined || cursor === '') return undefined;
-  const value = Buffer.from(cursor, 'base64url').toString('utf8');
-  if (value === '' || encodeCursor(value) !== cursor) {
-    throw new DomainError('invalid_request', 'cursor is not one this server returned');
-  }
-  return value;
 }
 
 /**
@@ -289,7 +277,7 @@ export class StateService {
               `unit ${name} must be deleted before it is purged`,
             );
           }
-          await this.repo.forgetConsumer(m, name);
+          await this.hooks.purgeAll(m, { unit: name });
           return this.repo.purgeUnit(m, unit.id);
         }
         const state = await this.repo.findState(m, unit.id, workspace);
@@ -307,7 +295,7 @@ export class StateService {
             `the state of ${name} (workspace ${workspace}) is locked`,
           );
         }
-        await this.repo.forgetConsumer(m, name, workspace);
+        await this.hooks.purgeAll(m, { unit: name, workspace });
         return this.repo.purgeState(m, state.id);
       },
     );

@@ -23,6 +23,17 @@ export interface StateWriteHook {
     ctx: WriteContext & { version: VersionRow },
     prepared: unknown,
   ): Promise<void>;
+  /**
+   * Inside a purge's transaction, before the unit (no `workspace`) or one workspace's state is
+   * erased: whatever the hook keeps about it as a consumer goes with it.
+   */
+  onPurge?(m: EntityManager, target: PurgeTarget): Promise<void>;
+}
+
+/** What a purge erases: a whole unit (no `workspace`) or one workspace's state. */
+export interface PurgeTarget {
+  unit: string;
+  workspace?: string;
 }
 
 @Injectable()
@@ -49,5 +60,10 @@ export class StateWriteHooks {
     prepared: unknown[],
   ): Promise<void> {
     for (const [i, h] of this.hooks.entries()) await h.apply(m, ctx, prepared[i]);
+  }
+
+  /** Inside the purge's transaction, before the rows go. */
+  async purgeAll(m: EntityManager, target: PurgeTarget): Promise<void> {
+    for (const h of this.hooks) await h.onPurge?.(m, target);
   }
 }

@@ -1,0 +1,28 @@
+import type { Principal } from '../auth/principal';
+import type { SecurityEventInput } from './audit.service';
+import type { SecurityEvent } from './security-event';
+
+/** What an audited change concerns, beyond who did it and what kind of event it is. */
+export type ChangeFields = Pick<
+  SecurityEvent,
+  'action' | 'unit' | 'workspace' | 'door' | 'details'
+> & { outcome?: SecurityEvent['outcome'] };
+
+/**
+ * The audit event of a change a principal made (a write, a lock, a declared edge, …): the one
+ * place that says how such events are built, so every module records the same shape.
+ * `outcome` defaults to `success`.
+ */
+export function changeEvent(
+  principal: Pick<Principal, 'subject'> | string,
+  type: SecurityEvent['type'],
+  fields: ChangeFields = {},
+): SecurityEventInput {
+  const { outcome = 'success', ...rest } = fields;
+  return {
+    type,
+    actor: typeof principal === 'string' ? principal : principal.subject,
+    outcome,
+    ...rest,
+  };
+}

@@ -1,0 +1,75 @@
+import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
+
+/** How many times a transaction is tried before a deadlock or serialization failure is final. */
+export const TRANSACTION_ATTEMPTS = 4;
+
+/** 40P01 deadlock_detected, 40001 serialization_failure: the database rolled everything back. */
+export function isRetryableTransactionError(e: unknown): boolean {
+  const code =
+    (e as { driverError?: { code?: string }; code?: string }).driverError?.code ??
+    (e as { code?: string }).code;
+  return code === '40P01' || code === '40001';
+}
+
+/**
+ * Work done inside one transaction. It may run more than once: a deadlock or serialization
+ * failure rolls the whole transaction back and the work is run again from the start. So the body
+ * must touch nothing but the database through `m` — no network calls, no in-process caches, no
+ * queued events, no counters — and keep no state of its own between runs. Anything that must
+ * happen once goes after `transaction(...)` returns.
+ */
+export type TransactionWork<T> = (m: EntityManager) => Promise<T>;
+
+/**
+ * The one way to open a transaction: READ COMMITTED, retried (with jitter) on deadlock or
+ * serialization failure up to `TRANSACTION_ATTEMPTS` times. On the embedded database (one
+ * connection) nothing may query outside `m` while the work runs.
+ */
+export async function transaction<T>(db: DataSource, work: TransactionWork<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await db.transaction('READ COMMITTED', work);
+    } catch (e) {
+      if (attempt >= TRANSACTION_ATTEMPTS || !isRetryableTransactionError(e)) throw e;
+      await new Promise((r) => setTimeout(r, Math.random() * 20 * attempt));
+    }
+  }
+}
+
+/**
+ * Session advisory-lock keys, one per purpose, so unrelated start-up steps never wait for each
+ * other. The migration key must never change: replicas of older releases take it too.
+ */
+export const ADVISORY_LOCK = {
+  migrations: 7_337_001,
+  sharedSecrets: 7_337_002,
+  bootstrapToken: 7_337_003,
+  signingKeys: 7_337_004,
+} as const;
+
+export type AdvisoryLockKey = (typeof ADVISORY_LOCK)[keyof typeof ADVISORY_LOCK];
+
+/**
+ * Runs `work` on one dedicated connection holding the session advisory lock `key`, released
+ * (and the connection returned) however `work` ends. Replicas doing the same `key` at the same
+ * time run one after the other. On the embedded database the lock costs nothing but keeps the
+ * same code path; `work` must use the runner it is given.
+ */
+export async function withAdvisoryLock<T>(
+  db: DataSource,
+  key: AdvisoryLockKey,
+  work: (runner: QueryRunner) => Promise<T>,
+): Promise<T> {
+  const runner = db.createQueryRunner();
+  await runner.connect();
+  try {
+    await runner.query('SELECT pg_advisory_lock($1)', [key]);
+    try {
+      return await work(runner);
+    } finally {
+      await runner.query('SELECT pg_advisory_unlock($1)', [key]);
+    }
+  } finally {
+    await runner.release();
+  }
+}
