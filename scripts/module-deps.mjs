@@ -35,6 +35,7 @@ const allowFile = path.join(root, 'scripts', 'module-deps.allow.json');
 export const LAYERS = [
   'cli', // the command line: starts the server, calls the API
   'root', // src/*.ts: the application module, the HTTP server, the OpenAPI document
+  'logging', // the log: lines, format, redaction
   'health',
   'backend', // door: Terraform's HTTP backend
   's3compat', // door: the S3-compatible endpoint

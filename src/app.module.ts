@@ -6,7 +6,7 @@ import { AuthModule } from './auth/auth.module';
 import { BackendModule } from './backend/backend.module';
 import { ApiExceptionFilter } from './common/api-exception.filter';
 import { JsonBodyInterceptor } from './common/body-parsing';
-import { appLoggerParams } from './common/log-output';
+import { appLoggerParams } from './logging/log-output';
 import { AppConfig } from './config/config';
 import { ConfigModule } from './config/config.module';
 import { DatabaseModule } from './database/database.module';

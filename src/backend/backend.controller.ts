@@ -8,7 +8,7 @@ import { DomainError } from '../common/errors';
 import { assertWorkspace, unitNameFromRawPath } from '../common/names';
 import { declaredLength, headerValue, readSmallBody } from '../common/raw-body';
 import { ThroughDoor } from '../common/request-context';
-import { sendState } from '../common/state-response';
+import { sendState } from '../state/state-response';
 import { lockIdFromBody, MAX_LOCK_INFO_BYTES } from '../locks/lock-info';
 import { LocksService } from '../locks/locks.service';
 import { StateAddress, StateService } from '../state/state.service';

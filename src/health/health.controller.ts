@@ -11,7 +11,7 @@ import { DataSource } from 'typeorm';
 import { Public } from '../auth/auth.decorators';
 import { codeSchema, schemaVerdict } from '../database/migrator';
 import { refusalMessage } from '../database/schema-compat';
-import { StopState } from '../common/stopping';
+import { StopState } from './stopping';
 import { BLOB_STORE, BlobStore } from '../storage/blob-store';
 
 const PROBE_TIMEOUT_MS = 3000;

@@ -1,6 +1,6 @@
 import { Module } from '@nestjs/common';
 import { TerminusModule } from '@nestjs/terminus';
-import { StopState } from '../common/stopping';
+import { StopState } from './stopping';
 import { HealthController } from './health.controller';
 
 @Module({

@@ -31,7 +31,7 @@ import type { Principal } from '../auth/principal';
 import { RawBody } from '../common/body-parsing';
 import { assertWorkspace } from '../common/names';
 import { declaredLength, headerValue } from '../common/raw-body';
-import { sendState } from '../common/state-response';
+import { sendState } from './state-response';
 import {
   CreateUnitDto,
   ListUnitsQuery,

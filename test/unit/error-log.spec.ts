@@ -8,7 +8,7 @@ import { pinoHttp, Options } from 'pino-http';
 import { QueryFailedError } from 'typeorm';
 import { loadConfig } from '../../src/config/config';
 import { errorForLog, withoutQuotedLiterals } from '../../src/common/error-log';
-import { loggerParams } from '../../src/common/logging';
+import { loggerParams } from '../../src/logging/logging';
 
 const MARKER = 'state-marker-7d1c0e5a-91b4';
 

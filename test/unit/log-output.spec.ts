@@ -1,4 +1,4 @@
-import { formatLogLine, logDestination } from '../../src/common/log-output';
+import { formatLogLine, logDestination } from '../../src/logging/log-output';
 
 /** A fixed instant, formatted in the local time zone the way the text line shows it. */
 const TIME = new Date(2026, 11, 1, 9, 5, 7, 42).getTime();

@@ -2,7 +2,7 @@ import { createServer, IncomingMessage, request } from 'node:http';
 import { AddressInfo } from 'node:net';
 import { pinoHttp, Options } from 'pino-http';
 import { loadConfig, LogLevel } from '../../src/config/config';
-import { loggerParams, redactUrl } from '../../src/common/logging';
+import { loggerParams, redactUrl } from '../../src/logging/logging';
 
 describe('redactUrl', () => {
   it('leaves a URL without a query alone', () => {

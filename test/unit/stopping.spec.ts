@@ -1,10 +1,10 @@
 /**
- * What a request gets when it arrives after the stop began (src/common/stopping.ts): 503 with
+ * What a request gets when it arrives after the stop began (src/health/stopping.ts): 503 with
  * `Retry-After` and `Connection: close`, in its door's format — S3 XML `ServiceUnavailable` for
  * the S3 door (below `/s3`, where the S3 listener hands its requests on), JSON elsewhere. The
  * e2e suite (test/e2e/shutdown.spec.ts) sends them over real sockets.
  */
-import { refusalWhileStopping, StopState } from '../../src/common/stopping';
+import { refusalWhileStopping, StopState } from '../../src/health/stopping';
 
 describe('refusals while stopping', () => {
   it('the S3 door answers S3 XML ServiceUnavailable, naming the resource without its query', () => {

@@ -1,9 +1,9 @@
 import type { NextFunction, Request, Response } from 'express';
 import { randomUUID } from 'node:crypto';
 import { errorXml } from '../s3compat/s3-xml';
-import type { ErrorBody } from './api-exception.filter';
-import { RETRY_AFTER_SECONDS } from './api-exception.filter';
-import { currentRequestContext } from './request-context';
+import type { ErrorBody } from '../common/api-exception.filter';
+import { RETRY_AFTER_SECONDS } from '../common/api-exception.filter';
+import { currentRequestContext } from '../common/request-context';
 
 /**
  * Whether the server is stopping: set once, when SIGTERM or SIGINT arrives, before anything else

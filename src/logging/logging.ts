@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Params } from 'nestjs-pino';
 import type { AppConfig } from '../config/config';
-import { errorForLog } from './error-log';
+import { errorForLog } from '../common/error-log';
 
 /** Query parameters whose values are credentials (presigned S3 URLs, tokens). */
 const SECRET_PARAMS =

@@ -2,9 +2,9 @@ import { NotFoundException } from '@nestjs/common';
 import type { NestExpressApplication } from '@nestjs/platform-express';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import helmet from 'helmet';
-import { S3_PREFIX } from '../s3compat/s3-request';
-import { corsAnswer } from './cors';
-import { DomainError } from './errors';
+import { S3_PREFIX } from './s3compat/s3-request';
+import { corsAnswer } from './common/cors';
+import { DomainError } from './common/errors';
 
 /**
  * Which part of the server a request is for, as far as answer headers go. Decided by Express
