@@ -117,3 +117,59 @@ export interface ErrorBody {
   lock?: Record<string, unknown>;
   lockHolder?: string;
 }
+
+// /v1/rbac
+
+export interface RbacRule {
+  effect: string;
+  actions: string[];
+  resources: string[];
+  workspaces?: string[] | null;
+}
+
+export interface RbacPermission {
+  id: string;
+  name: string;
+  description: string;
+  created_at: string;
+  rules: RbacRule[];
+}
+
+export interface RbacRole {
+  id: string;
+  name: string;
+  description: string;
+  created_at: string;
+  permissions: string[];
+}
+
+export interface RbacAssignment {
+  id: string;
+  role_id: string;
+  role: string;
+  subject_type: string;
+  subject_value: string;
+  created_at: string;
+  created_by: string;
+}
+
+export interface RbacStatus {
+  initialised: boolean;
+  mode: string;
+}
+
+export interface RbacMe {
+  subject: string;
+  email: string | null;
+  groups: string[];
+  initialised: boolean;
+  breakGlass: boolean;
+  roles: string[];
+  rules: (RbacRule & { role: string; permission: string })[];
+}
+
+export interface RbacTestResult {
+  allowed: boolean;
+  reason: 'bootstrap' | 'not-initialised' | 'rule' | 'no-matching-rule';
+  rule?: RbacRule & { id: string; source?: string };
+}

@@ -1,89 +1,27 @@
 import type { Command } from 'commander';
 import { readFileSync } from 'node:fs';
+import type {
+  RbacAssignment,
+  RbacMe,
+  RbacPermission,
+  RbacRole,
+  RbacRule,
+  RbacStatus,
+  RbacTestResult,
+} from '../api-types';
 import { CliError, UsageError } from '../errors';
 import { note, orDash, out, printJson, table, when } from '../output';
 import { handled } from '../run';
+import { formatRule, parseRule } from '../rbac-rule-syntax';
 import { clientFor } from '../session';
 
 // `statehouse rbac …`: roles, permissions, assignments and the one-time init, over
 // /v1/rbac (see openapi/openapi.json). Everything but `status` and `me` needs `rbac.manage`;
 // `init` is bootstrap-admin's.
 //
-// A rule on the command line (`--rule`, repeatable) is one string of three or four words:
-//
-//     EFFECT ACTIONS RESOURCES [ws=WORKSPACES]
-//
-//   EFFECT      allow | deny
-//   ACTIONS     comma-separated actions: unit.read,unit.write
-//   RESOURCES   comma-separated globs over unit names (`*` within a segment, `**` across
-//               segments), or `*` for the server-wide actions rbac.manage, token.manage,
-//               audit.read
-//   ws=…        optional: only in these workspaces (comma-separated, `*` allowed);
-//               `workspaces=` is the same
-//
-//   --rule 'allow unit.read,unit.write team-a/**'
-//   --rule 'allow unit.write */prod ws=prod'
-//   --rule 'deny unit.delete,unit.purge **'
-//
-// Quote the rule (it has spaces, and the shell would expand the globs). `permission show`
-// prints rules in the same syntax. `--rules-file FILE` takes the API's JSON instead: an array
-// of {effect, actions, resources, workspaces?}, or an object with such a `rules` array.
-
-// ------------------------------------------------------------------ the API's answers
-
-export interface RuleJson {
-  effect: string;
-  actions: string[];
-  resources: string[];
-  workspaces?: string[] | null;
-}
-
-interface PermissionJson {
-  id: string;
-  name: string;
-  description: string;
-  created_at: string;
-  rules: RuleJson[];
-}
-
-interface RoleJson {
-  id: string;
-  name: string;
-  description: string;
-  created_at: string;
-  permissions: string[];
-}
-
-interface AssignmentJson {
-  id: string;
-  role_id: string;
-  role: string;
-  subject_type: string;
-  subject_value: string;
-  created_at: string;
-  created_by: string;
-}
-
-interface StatusJson {
-  initialised: boolean;
-  mode: string;
-}
-
-interface MeJson {
-  subject: string;
-  email: string | null;
-  groups: string[];
-  initialised: boolean;
-  breakGlass: boolean;
-  roles: string[];
-  rules: (RuleJson & { role: string; permission: string })[];
-}
-
-interface TestJson {
-  allowed: boolean;
-  reason: 'bootstrap' | 'not-initialised' | 'rule' | 'no-matching-rule';
-  rule?: RuleJson & { id: string; source?: string };
-}
+// The `--rule` syntax lives in ../rbac-rule-syntax.ts; `--rules-file FILE` takes the API's
+// JSON instead: an array of {effect, actions, resources, workspaces?}, or an object with such
+// a `rules` array.
 
 interface JsonOption {
   json?: boolean;
@@ -91,54 +29,7 @@ interface JsonOption {
 
 // ------------------------------------------------------------------ rules
 
-const RULE_SYNTAX =
-  'EFFECT ACTIONS RESOURCES [ws=WORKSPACES], e.g. "allow unit.read,unit.write team-a/**"';
-
-function list(raw: string, what: string, rule: string): string[] {
-  const items = raw.split(',');
-  if (items.some((i) => i === '')) {
-    throw new UsageError(`--rule "${rule}": ${what} is a comma-separated list without empty items`);
-  }
-  return items;
-}
-
-/** Parses one `--rule` (see the syntax at the top of this file). */
-export function parseRule(rule: string): RuleJson {
-  const words = rule.trim().split(/\s+/).filter(Boolean);
-  if (words.length < 3 || words.length > 4) {
-    throw new UsageError(`--rule "${rule}": expected ${RULE_SYNTAX}`);
-  }
-  const [effect, actions, resources, ws] = words;
-  if (effect !== 'allow' && effect !== 'deny') {
-    throw new UsageError(`--rule "${rule}": the effect is allow or deny, not ${effect}`);
-  }
-  if (actions.includes('=') || resources.includes('=')) {
-    throw new UsageError(`--rule "${rule}": expected ${RULE_SYNTAX}`);
-  }
-  const parsed: RuleJson = {
-    effect,
-    actions: list(actions, 'ACTIONS', rule),
-    resources: list(resources, 'RESOURCES', rule),
-  };
-  if (ws !== undefined) {
-    const m = /^(?:ws|workspaces)=(.*)$/.exec(ws);
-    if (!m) {
-      throw new UsageError(
-        `--rule "${rule}": the fourth word restricts workspaces, ws=WORKSPACES (e.g. ws=prod,dev), not ${ws}`,
-      );
-    }
-    parsed.workspaces = list(m[1], 'ws=', rule);
-  }
-  return parsed;
-}
-
-/** A rule in `--rule` syntax, for display (and to copy into a command). */
-export function formatRule(r: RuleJson): string {
-  const ws = r.workspaces && r.workspaces.length > 0 ? ` ws=${r.workspaces.join(',')}` : '';
-  return `${r.effect} ${r.actions.join(',')} ${r.resources.join(',')}${ws}`;
-}
-
-function readRulesFile(file: string): RuleJson[] {
+function readRulesFile(file: string): RbacRule[] {
   let text: string;
   try {
     text = readFileSync(file === '-' ? 0 : file, 'utf8');
@@ -163,11 +54,11 @@ function readRulesFile(file: string): RuleJson[] {
       `${file} must hold a JSON array of rules {effect, actions, resources, workspaces?} (or an object with such a "rules" array)`,
     );
   }
-  return rules as RuleJson[];
+  return rules as RbacRule[];
 }
 
 /** The rules given by `--rule …` or `--rules-file`; undefined when neither is given. */
-function rulesOf(opts: { rule: string[]; rulesFile?: string }): RuleJson[] | undefined {
+function rulesOf(opts: { rule: string[]; rulesFile?: string }): RbacRule[] | undefined {
   if (opts.rule.length > 0 && opts.rulesFile !== undefined) {
     throw new UsageError('give the rules with --rule or with --rules-file, not both');
   }
@@ -207,7 +98,7 @@ function oneSubject(
   return { [key]: value };
 }
 
-function describeAssignee(a: AssignmentJson): string {
+function describeAssignee(a: RbacAssignment): string {
   return `${a.subject_type} ${a.subject_value}`;
 }
 
@@ -221,7 +112,7 @@ async function init(
     { subject: opts.adminSubject, email: opts.adminEmail, group: opts.adminGroup },
     'admin-',
   );
-  const result = await clientFor(cmd).json<{ initialised: boolean; admin: AssignmentJson }>(
+  const result = await clientFor(cmd).json<{ initialised: boolean; admin: RbacAssignment }>(
     'POST',
     '/v1/rbac/init',
     { json: { admin } },
@@ -237,7 +128,7 @@ async function init(
 }
 
 async function status(opts: JsonOption, cmd: Command): Promise<void> {
-  const s = await clientFor(cmd).json<StatusJson>('GET', '/v1/rbac/status');
+  const s = await clientFor(cmd).json<RbacStatus>('GET', '/v1/rbac/status');
   if (opts.json) {
     printJson(s);
     return;
@@ -245,7 +136,7 @@ async function status(opts: JsonOption, cmd: Command): Promise<void> {
   out(`initialised: ${s.initialised ? 'yes' : 'no'}\nmode:        ${s.mode}`);
 }
 
-function rulesTable(rules: MeJson['rules']): string {
+function rulesTable(rules: RbacMe['rules']): string {
   return table(
     ['ROLE', 'PERMISSION', 'EFFECT', 'ACTIONS', 'RESOURCES', 'WORKSPACES'],
     rules.map((r) => [
@@ -260,7 +151,7 @@ function rulesTable(rules: MeJson['rules']): string {
 }
 
 async function me(opts: JsonOption, cmd: Command): Promise<void> {
-  const m = await clientFor(cmd).json<MeJson>('GET', '/v1/rbac/me');
+  const m = await clientFor(cmd).json<RbacMe>('GET', '/v1/rbac/me');
   if (opts.json) {
     printJson(m);
     return;
@@ -286,7 +177,7 @@ function permissionPath(name: string): string {
   return `/v1/rbac/permissions/${encodeURIComponent(name)}`;
 }
 
-function printPermission(p: PermissionJson): void {
+function printPermission(p: RbacPermission): void {
   out(
     [
       `name:        ${p.name}`,
@@ -299,7 +190,7 @@ function printPermission(p: PermissionJson): void {
 }
 
 async function permissionLs(opts: JsonOption, cmd: Command): Promise<void> {
-  const perms = await clientFor(cmd).json<PermissionJson[]>('GET', '/v1/rbac/permissions');
+  const perms = await clientFor(cmd).json<RbacPermission[]>('GET', '/v1/rbac/permissions');
   if (opts.json) {
     printJson(perms);
     return;
@@ -317,7 +208,7 @@ async function permissionLs(opts: JsonOption, cmd: Command): Promise<void> {
 }
 
 async function permissionShow(name: string, opts: JsonOption, cmd: Command): Promise<void> {
-  const perms = await clientFor(cmd).json<PermissionJson[]>('GET', '/v1/rbac/permissions');
+  const perms = await clientFor(cmd).json<RbacPermission[]>('GET', '/v1/rbac/permissions');
   const p = perms.find((x) => x.name === name);
   if (!p) throw new CliError(`permission ${name} does not exist`);
   if (opts.json) printJson(p);
@@ -338,7 +229,7 @@ async function permissionCreate(
   const rules = rulesOf(opts);
   if (!rules)
     throw new UsageError('a permission needs rules: --rule RULE (repeatable) or --rules-file FILE');
-  const p = await clientFor(cmd).json<PermissionJson>('POST', '/v1/rbac/permissions', {
+  const p = await clientFor(cmd).json<RbacPermission>('POST', '/v1/rbac/permissions', {
     json: { name, description: opts.description, rules },
   });
   if (opts.json) printJson(p);
@@ -359,7 +250,7 @@ async function permissionUpdate(
       'nothing to change: give --rule/--rules-file (replaces every rule) and/or --description',
     );
   }
-  const p = await clientFor(cmd).json<PermissionJson>('PUT', permissionPath(name), {
+  const p = await clientFor(cmd).json<RbacPermission>('PUT', permissionPath(name), {
     json: { description: opts.description, rules },
   });
   if (opts.json) printJson(p);
@@ -381,7 +272,7 @@ function rolePath(name: string): string {
 }
 
 async function roleLs(opts: JsonOption, cmd: Command): Promise<void> {
-  const roles = await clientFor(cmd).json<RoleJson[]>('GET', '/v1/rbac/roles');
+  const roles = await clientFor(cmd).json<RbacRole[]>('GET', '/v1/rbac/roles');
   if (opts.json) {
     printJson(roles);
     return;
@@ -405,11 +296,11 @@ async function roleLs(opts: JsonOption, cmd: Command): Promise<void> {
 
 async function roleShow(name: string, opts: JsonOption, cmd: Command): Promise<void> {
   const client = clientFor(cmd);
-  const roles = await client.json<RoleJson[]>('GET', '/v1/rbac/roles');
+  const roles = await client.json<RbacRole[]>('GET', '/v1/rbac/roles');
   const r = roles.find((x) => x.name === name);
   if (!r) throw new CliError(`role ${name} does not exist`);
-  const perms = await client.json<PermissionJson[]>('GET', '/v1/rbac/permissions');
-  const assignments = (await client.json<AssignmentJson[]>('GET', '/v1/rbac/assignments')).filter(
+  const perms = await client.json<RbacPermission[]>('GET', '/v1/rbac/permissions');
+  const assignments = (await client.json<RbacAssignment[]>('GET', '/v1/rbac/assignments')).filter(
     (a) => a.role === name,
   );
   if (opts.json) {
@@ -449,7 +340,7 @@ async function roleCreate(name: string, opts: RoleOptions, cmd: Command): Promis
   if (opts.permission.length === 0) {
     throw new UsageError('a role needs permissions: --permission NAME (repeatable)');
   }
-  const r = await clientFor(cmd).json<RoleJson>('POST', '/v1/rbac/roles', {
+  const r = await clientFor(cmd).json<RbacRole>('POST', '/v1/rbac/roles', {
     json: { name, description: opts.description, permissions: opts.permission },
   });
   if (opts.json) printJson(r);
@@ -462,7 +353,7 @@ async function roleUpdate(name: string, opts: RoleOptions, cmd: Command): Promis
       'nothing to change: give --permission (replaces every permission) and/or --description',
     );
   }
-  const r = await clientFor(cmd).json<RoleJson>('PUT', rolePath(name), {
+  const r = await clientFor(cmd).json<RbacRole>('PUT', rolePath(name), {
     json: {
       description: opts.description,
       permissions: opts.permission.length > 0 ? opts.permission : undefined,
@@ -485,7 +376,7 @@ async function assign(
   cmd: Command,
 ): Promise<void> {
   const target = oneSubject(opts);
-  const a = await clientFor(cmd).json<AssignmentJson>('POST', '/v1/rbac/assignments', {
+  const a = await clientFor(cmd).json<RbacAssignment>('POST', '/v1/rbac/assignments', {
     json: { role, ...target },
   });
   if (opts.json) {
@@ -504,7 +395,7 @@ async function revoke(id: string, _opts: object, cmd: Command): Promise<void> {
 
 async function assignments(opts: JsonOption & SubjectOptions, cmd: Command): Promise<void> {
   const filter = oneSubject(opts, '', false);
-  const items = await clientFor(cmd).json<AssignmentJson[]>('GET', '/v1/rbac/assignments', {
+  const items = await clientFor(cmd).json<RbacAssignment[]>('GET', '/v1/rbac/assignments', {
     query: filter,
   });
   if (opts.json) {
@@ -540,7 +431,7 @@ async function test(action: string, unit: string, opts: TestOptions, cmd: Comman
     throw new UsageError('name who to test: --subject, --email and/or --group (repeatable)');
   }
   const resource = { unit, ...(opts.workspace !== undefined ? { workspace: opts.workspace } : {}) };
-  const r = await clientFor(cmd).json<TestJson>('POST', '/v1/rbac/test', {
+  const r = await clientFor(cmd).json<RbacTestResult>('POST', '/v1/rbac/test', {
     json: {
       subject: opts.subject,
       email: opts.email,
