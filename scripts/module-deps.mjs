@@ -40,7 +40,6 @@ export const LAYERS = [
   'backend', // door: Terraform's HTTP backend
   's3compat', // door: the S3-compatible endpoint
   'graph', // the dependency graph (a write hook on state)
-  'locks',
   'state', // units, workspaces, versions: the write and read paths
   'rbac',
   'auth',

@@ -11,7 +11,6 @@ import { AppConfig } from './config/config';
 import { ConfigModule } from './config/config.module';
 import { DatabaseModule } from './database/database.module';
 import { HealthModule } from './health/health.module';
-import { LocksModule } from './locks/locks.module';
 import { MetricsModule } from './metrics/metrics.module';
 import { GraphModule } from './graph/graph.module';
 import { RbacModule } from './rbac/rbac.module';
@@ -33,7 +32,6 @@ export class AppModule {
         RbacModule,
         AuthModule,
         StateModule,
-        LocksModule,
         BackendModule,
         S3Module,
         GraphModule,

@@ -9,8 +9,8 @@ import { assertWorkspace, unitNameFromRawPath } from '../common/names';
 import { declaredLength, headerValue, readSmallBody } from '../common/raw-body';
 import { ThroughDoor } from '../common/request-context';
 import { sendState } from '../state/state-response';
-import { lockIdFromBody, MAX_LOCK_INFO_BYTES } from '../locks/lock-info';
-import { LocksService } from '../locks/locks.service';
+import { lockIdFromBody, MAX_LOCK_INFO_BYTES } from '../state/locks/lock-info';
+import { LocksService } from '../state/locks/locks.service';
 import { StateAddress, StateService } from '../state/state.service';
 import { BackendExceptionFilter } from './backend-exception.filter';
 

@@ -1,7 +1,6 @@
 import { Module } from '@nestjs/common';
-import { LocksModule } from '../locks/locks.module';
 import { StateModule } from '../state/state.module';
 import { BackendController } from './backend.controller';
 
-@Module({ imports: [StateModule, LocksModule], controllers: [BackendController] })
+@Module({ imports: [StateModule], controllers: [BackendController] })
 export class BackendModule {}

@@ -15,7 +15,7 @@ import {
   RbacRuleEntity,
 } from '../rbac/entities/rbac.entities';
 import { GraphEdgeEntity } from '../graph/entities/graph-edge.entity';
-import { LockEntity } from '../locks/entities/lock.entity';
+import { LockEntity } from '../state/locks/entities/lock.entity';
 import { StateEntity } from '../state/entities/state.entity';
 import { UnitEntity } from '../state/entities/unit.entity';
 import { VersionEntity } from '../state/entities/version.entity';

@@ -3,7 +3,7 @@ import { Counter, Gauge } from 'prom-client';
 import { DataSource } from 'typeorm';
 import { AuditService } from '../audit/audit.service';
 import { poolUse } from '../database/data-source';
-import { LocksService } from '../locks/locks.service';
+import { LocksService } from '../state/locks/locks.service';
 import { CachedReading } from './cached-reading';
 import { MetricsService } from './metrics.service';
 

@@ -1,5 +1,5 @@
 import { Global, Module } from '@nestjs/common';
-import { LocksModule } from '../locks/locks.module';
+import { StateModule } from '../state/state.module';
 import { MetricsController } from './metrics.controller';
 import { MetricsSources } from './metrics-sources';
 import { MetricsTokenGuard } from './metrics-token.guard';
@@ -12,7 +12,7 @@ import { MetricsService } from './metrics.service';
  */
 @Global()
 @Module({
-  imports: [LocksModule],
+  imports: [StateModule],
   controllers: [MetricsController],
   providers: [MetricsService, MetricsSources, MetricsTokenGuard],
   exports: [MetricsService],

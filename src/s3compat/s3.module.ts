@@ -1,6 +1,5 @@
 import { Module } from '@nestjs/common';
 import { AuthModule } from '../auth/auth.module';
-import { LocksModule } from '../locks/locks.module';
 import { StateModule } from '../state/state.module';
 import { BucketRepository } from './bucket.repository';
 import { MultipartRepository } from './multipart.repository';
@@ -11,7 +10,7 @@ import { S3Service } from './s3.service';
 import { UsedSignatureRepository } from './used-signature.repository';
 
 @Module({
-  imports: [AuthModule, StateModule, LocksModule],
+  imports: [AuthModule, StateModule],
   controllers: [S3Controller],
   providers: [
     S3AuthService,

@@ -13,7 +13,7 @@ import type { Principal } from '../auth/principal';
 import { APP_CONFIG, AppConfig } from '../config/config';
 import { DomainError } from '../common/errors';
 import { feed } from '../common/streams';
-import { LocksService } from '../locks/locks.service';
+import { LocksService } from '../state/locks/locks.service';
 import { AuthorizationService } from '../rbac/authorization.service';
 import { StateAddress, StateService } from '../state/state.service';
 import { BLOB_STORE, BlobStore } from '../storage/blob-store';

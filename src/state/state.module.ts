@@ -1,5 +1,8 @@
 import { Module } from '@nestjs/common';
 import { InspectionBudget } from './inspection-budget';
+import { LockRepository } from './locks/lock.repository';
+import { LocksController } from './locks/locks.controller';
+import { LocksService } from './locks/locks.service';
 import { OutputDigester } from './output-digester';
 import { StateRepository } from './state.repository';
 import { StateWriteHooks } from './write-hooks';
@@ -7,8 +10,16 @@ import { StateService } from './state.service';
 import { UnitsController } from './units.controller';
 
 @Module({
-  controllers: [UnitsController],
-  providers: [StateRepository, StateService, OutputDigester, StateWriteHooks, InspectionBudget],
-  exports: [StateService, OutputDigester, StateWriteHooks],
+  controllers: [UnitsController, LocksController],
+  providers: [
+    StateRepository,
+    LockRepository,
+    StateService,
+    LocksService,
+    OutputDigester,
+    StateWriteHooks,
+    InspectionBudget,
+  ],
+  exports: [StateService, LocksService, OutputDigester, StateWriteHooks],
 })
 export class StateModule {}

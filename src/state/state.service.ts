@@ -7,10 +7,10 @@ import { AuditService, SecurityEventInput } from '../audit/audit.service';
 import { decodeCursor, encodeCursor } from '../common/cursor';
 import { Principal } from '../auth/principal';
 import { APP_CONFIG, AppConfig, Failpoint } from '../config/config';
-import { DomainError, HeldLock } from '../common/errors';
+import { DomainError } from '../common/errors';
 import { assertUnitName } from '../common/names';
 import { feed } from '../common/streams';
-import { assertMayWrite, assertNotLockedByOther } from '../locks/lock-authority';
+import { assertMayWrite, assertNotLockedByOther } from './locks/lock-authority';
 import { MetricsService } from '../metrics/metrics.service';
 import { AuthorizationService, Decider } from '../rbac/authorization.service';
 import { BLOB_STORE, BlobNotFoundError, BlobStore, ByteRange } from '../storage/blob-store';
@@ -891,48 +891,6 @@ export class StateService {
     if (!existing || existing.deleted_at) {
       await this.authz.authorize(principal, 'unit.create', { unit });
     }
-  }
-
-  // ---------------------------------------------------------------- for the locks module
-
-  /** Runs `work` in one transaction (the locks module's statements join the state's). */
-  transaction<T>(work: (m: EntityManager) => Promise<T>): Promise<T> {
-    return this.repo.transaction(work);
-  }
-
-  /**
-   * The state row of a door's LOCK, created (with its unit) when absent, and share-locked so
-   * the acquire waits for an in-flight version commit of the same state.
-   */
-  async ensureStateForLock(
-    m: EntityManager,
-    addr: StateAddress,
-    principal: Principal,
-  ): Promise<string> {
-    const { unit } = await this.repo.ensureUnit(m, addr.unit, principal.subject);
-    const state = await this.repo.ensureState(m, unit.id, addr.workspace);
-    await this.repo.shareStateRow(m, state.id);
-    return state.id;
-  }
-
-  /**
-   * The state row of an existing unit, or undefined; used to release and inspect locks. With
-   * `forUpdate` the row is locked first, in the same order acquire takes it (state row, then
-   * lock row), so a release and a concurrent acquire can never deadlock.
-   */
-  async findStateRow(
-    m: EntityManager,
-    addr: StateAddress,
-    forUpdate = false,
-  ): Promise<Pick<StateRow, 'id' | 'last_lock_id' | 'last_lock_principal'> | undefined> {
-    const unit = await this.repo.findUnit(m, addr.unit);
-    if (!unit) return undefined;
-    const state = await this.repo.findState(m, unit.id, addr.workspace);
-    return state && forUpdate ? this.repo.lockStateRow(m, state.id) : state;
-  }
-
-  async holderOf(m: EntityManager, stateId: string): Promise<HeldLock | null> {
-    return this.repo.holderOf(m, stateId);
   }
 
   // ---------------------------------------------------------------- helpers

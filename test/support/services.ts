@@ -9,8 +9,8 @@ import { SecurityEvent } from '../../src/audit/security-event';
 import { Principal } from '../../src/auth/principal';
 import { DomainError } from '../../src/common/errors';
 import { AppConfig, loadConfig } from '../../src/config/config';
-import { LockRepository } from '../../src/locks/lock.repository';
-import { LocksService } from '../../src/locks/locks.service';
+import { LockRepository } from '../../src/state/locks/lock.repository';
+import { LocksService } from '../../src/state/locks/locks.service';
 import { AuthorizationService } from '../../src/rbac/authorization.service';
 import { RbacCache } from '../../src/rbac/rbac-cache';
 import { RbacRepository } from '../../src/rbac/rbac.repository';
@@ -91,7 +91,7 @@ export function buildServices(
     new StateWriteHooks(),
     new InspectionBudget(config),
   );
-  const locks = new LocksService(new LockRepository(ds), states, authz, audit);
+  const locks = new LocksService(new LockRepository(ds), repo, states, authz, audit);
   const rbac = new RbacService(rbacRepo, authz, cache, audit);
   return { config, repo, states, locks, audit, blobs, authz, rbac };
 }

@@ -1,6 +1,6 @@
 import { DomainError, HeldLock } from '../../src/common/errors';
-import { assertMayWrite, assertNotLockedByOther } from '../../src/locks/lock-authority';
-import { lockIdFromBody, parseLockInfo } from '../../src/locks/lock-info';
+import { assertMayWrite, assertNotLockedByOther } from '../../src/state/locks/lock-authority';
+import { lockIdFromBody, parseLockInfo } from '../../src/state/locks/lock-info';
 
 const ALICE = 'user:alice';
 const BOB = 'token:ci-pipeline';

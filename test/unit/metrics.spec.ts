@@ -10,7 +10,7 @@ import type { SecurityEvent } from '../../src/audit/security-event';
 import { DomainError } from '../../src/common/errors';
 import { RequestContext, runWithRequestContext } from '../../src/common/request-context';
 import { loadConfig } from '../../src/config/config';
-import type { LocksService } from '../../src/locks/locks.service';
+import type { LocksService } from '../../src/state/locks/locks.service';
 import { CachedReading } from '../../src/metrics/cached-reading';
 import {
   AUTH_FAILURE_REASONS,

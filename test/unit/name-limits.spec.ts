@@ -3,7 +3,7 @@ import { getMetadataStorage, validate } from 'class-validator';
 import '../../src/audit/audit.controller';
 import '../../src/auth/dto/auth.dto';
 import { DeclareEdgeDto, GraphQuery } from '../../src/graph/dto/graph.dto';
-import '../../src/locks/locks.controller';
+import '../../src/state/locks/locks.controller';
 import { AssignDto, TestDto } from '../../src/rbac/dto/rbac.dto';
 import { validateRules } from '../../src/rbac/rbac.service';
 import {

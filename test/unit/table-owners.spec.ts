@@ -18,7 +18,7 @@ const KNOWN_EXTRA_WRITERS: Record<string, string[]> = {
     'src/database/shared-secrets.service.ts',
     'src/rbac/rbac.repository.ts',
   ],
-  states: ['src/locks/lock.repository.ts', 'src/state/state.repository.ts'],
+  states: ['src/state/locks/lock.repository.ts', 'src/state/state.repository.ts'],
   audit_events: ['src/audit/audit.service.ts'],
   signing_keys: ['src/auth/tokens/signing-keys.service.ts'],
 };

@@ -1,5 +1,5 @@
 import { Column, Entity, JoinColumn, OneToOne, PrimaryColumn } from 'typeorm';
-import { StateEntity } from '../../state/entities/state.entity';
+import { StateEntity } from '../../entities/state.entity';
 
 /**
  * A held lock. The primary key is the state, so "insert if absent" is the whole acquire:

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { DomainError } from '../common/errors';
-import { textProblem } from '../common/text';
+import { DomainError } from '../../common/errors';
+import { textProblem } from '../../common/text';
 
 export const MAX_LOCK_INFO_BYTES = 64 * 1024;
 const MAX_LOCK_ID_LENGTH = 256;

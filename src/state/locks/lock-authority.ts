@@ -1,4 +1,4 @@
-import { DomainError, HeldLock } from '../common/errors';
+import { DomainError, HeldLock } from '../../common/errors';
 
 /**
  * The lock authority table (README, "Lock authority (every door)") as pure decisions. `holder` is the lock row as it

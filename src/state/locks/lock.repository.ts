@@ -1,8 +1,8 @@
 import { Injectable } from '@nestjs/common';
-import { sqlRows } from '../database/sql';
+import { sqlRows } from '../../database/sql';
 import { DataSource, EntityManager } from 'typeorm';
-import { HeldLock } from '../common/errors';
-import { toHeldLock } from '../state/state.repository';
+import { HeldLock } from '../../common/errors';
+import { toHeldLock } from '../state.repository';
 
 export interface LockListRow {
   unit: string;

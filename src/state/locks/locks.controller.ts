@@ -12,12 +12,12 @@ import {
 } from '@nestjs/swagger';
 import { IsString, MaxLength, MinLength } from 'class-validator';
 import type { Request } from 'express';
-import { CurrentPrincipal } from '../auth/auth.decorators';
-import type { Principal } from '../auth/principal';
-import { assertWorkspace } from '../common/names';
-import { RawBody } from '../common/body-parsing';
-import { readSmallBody } from '../common/raw-body';
-import { WorkspaceQuery } from '../state/dto/state.dto';
+import { CurrentPrincipal } from '../../auth/auth.decorators';
+import type { Principal } from '../../auth/principal';
+import { assertWorkspace } from '../../common/names';
+import { RawBody } from '../../common/body-parsing';
+import { readSmallBody } from '../../common/raw-body';
+import { WorkspaceQuery } from '../dto/state.dto';
 import { MAX_LOCK_INFO_BYTES } from './lock-info';
 import { LocksService } from './locks.service';
 import { lockView, LockView } from './locks.views';

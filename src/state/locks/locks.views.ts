@@ -1,5 +1,5 @@
 import { ApiProperty } from '@nestjs/swagger';
-import { HeldLock } from '../common/errors';
+import { HeldLock } from '../../common/errors';
 
 export class LockView {
   @ApiProperty({ example: 'team-a/network/prod' })

@@ -1,13 +1,15 @@
 import { Injectable, Optional } from '@nestjs/common';
-import { AuditService } from '../audit/audit.service';
-import { Principal } from '../auth/principal';
-import { DomainError, HeldLock } from '../common/errors';
-import type { TransactionStep } from '../database/sql';
-import { assertUnitName } from '../common/names';
-import { MetricsService } from '../metrics/metrics.service';
-import { AuthorizationService } from '../rbac/authorization.service';
-import { StateAddress, StateService } from '../state/state.service';
-import { Door } from '../state/state.views';
+import { AuditService } from '../../audit/audit.service';
+import { Principal } from '../../auth/principal';
+import { DomainError, HeldLock } from '../../common/errors';
+import type { TransactionStep } from '../../database/sql';
+import type { EntityManager } from 'typeorm';
+import { assertUnitName } from '../../common/names';
+import { MetricsService } from '../../metrics/metrics.service';
+import { AuthorizationService } from '../../rbac/authorization.service';
+import { StateRepository, StateRow } from '../state.repository';
+import { StateAddress, StateService } from '../state.service';
+import { Door } from '../state.views';
 import { parseLockInfo } from './lock-info';
 import { HeldLocksSummary, LockRepository } from './lock.repository';
 import { lockView, LockView } from './locks.views';
@@ -29,6 +31,7 @@ export interface UnlockOptions {
 export class LocksService {
   constructor(
     private readonly locks: LockRepository,
+    private readonly repo: StateRepository,
     private readonly states: StateService,
     private readonly authz: AuthorizationService,
     private readonly audit: AuditService,
@@ -55,9 +58,9 @@ export class LocksService {
     await this.states.assertMayCreateOnUse(principal, addr.unit);
     const { id, infoJson } = parseLockInfo(body, options.generateId);
     let acquired = false;
-    const held = await this.states.transaction(async (m) => {
+    const held = await this.repo.transaction(async (m) => {
       acquired = false; // the transaction may run again
-      const stateId = await this.states.ensureStateForLock(m, addr, principal);
+      const stateId = await this.ensureStateForLock(m, addr, principal);
       // A concurrent release can empty the row between our insert and our look; try again.
       for (let attempt = 0; attempt < 5; attempt++) {
         const won = await this.locks.tryInsert(m, stateId, id, infoJson, principal.subject);
@@ -76,7 +79,7 @@ export class LocksService {
           acquired = true;
           return won;
         }
-        const holder = await this.states.holderOf(m, stateId);
+        const holder = await this.repo.holderOf(m, stateId);
         if (holder === null) continue;
         if (holder.principal === principal.subject && holder.id === id) return holder;
         this.metrics?.lockConflict(options.door);
@@ -100,8 +103,8 @@ export class LocksService {
   ): Promise<void> {
     assertUnitName(addr.unit);
     await this.authz.authorize(principal, 'unit.lock', addr);
-    await this.states.transaction(async (m) => {
-      const state = await this.states.findStateRow(m, addr, true);
+    await this.repo.transaction(async (m) => {
+      const state = await this.findStateRow(m, addr, true);
       if (state && (await this.locks.deleteIfHeldBy(m, state.id, lockId, principal.subject))) {
         await this.audit.recordIn(m, {
           type: 'lock.release',
@@ -115,7 +118,7 @@ export class LocksService {
         });
         return;
       }
-      const holder = state ? await this.states.holderOf(m, state.id) : null;
+      const holder = state ? await this.repo.holderOf(m, state.id) : null;
       if (holder === null) {
         if (state?.last_lock_id === lockId && state.last_lock_principal === principal.subject) {
           return; // a retried release whose first answer was lost
@@ -155,9 +158,9 @@ export class LocksService {
   ): Promise<boolean> {
     assertUnitName(addr.unit);
     await this.authz.authorize(principal, 'unit.lock', addr);
-    const outcome = await this.states.transaction(async (m) => {
-      const state = await this.states.findStateRow(m, addr, true);
-      const holder = state ? await this.states.holderOf(m, state.id) : null;
+    const outcome = await this.repo.transaction(async (m) => {
+      const state = await this.findStateRow(m, addr, true);
+      const holder = state ? await this.repo.holderOf(m, state.id) : null;
       options.precondition?.(holder);
       if (!state || !holder) return 'none' as const;
       if (holder.principal !== principal.subject) return 'other' as const;
@@ -207,10 +210,10 @@ export class LocksService {
       });
       throw e;
     }
-    const removed = await this.states.transaction(async (m) => {
-      const state = await this.states.findStateRow(m, addr, true);
+    const removed = await this.repo.transaction(async (m) => {
+      const state = await this.findStateRow(m, addr, true);
       if (options.precondition) {
-        options.precondition(state ? await this.states.holderOf(m, state.id) : null);
+        options.precondition(state ? await this.repo.holderOf(m, state.id) : null);
       }
       const lock = state ? await this.locks.deleteAny(m, state.id) : undefined;
       if (lock) await options.inTransaction?.(m);
@@ -236,9 +239,9 @@ export class LocksService {
   async holder(addr: StateAddress, principal: Principal): Promise<HeldLock> {
     assertUnitName(addr.unit);
     await this.authz.authorize(principal, 'unit.read', addr);
-    const holder = await this.states.transaction(async (m) => {
-      const state = await this.states.findStateRow(m, addr);
-      return state ? this.states.holderOf(m, state.id) : null;
+    const holder = await this.repo.transaction(async (m) => {
+      const state = await this.findStateRow(m, addr);
+      return state ? this.repo.holderOf(m, state.id) : null;
     });
     if (!holder) {
       throw new DomainError(
@@ -276,5 +279,36 @@ export class LocksService {
       }
     }
     return out;
+  }
+
+  /**
+   * The state row of a door's LOCK, created (with its unit) when absent, and share-locked so
+   * the acquire waits for an in-flight version commit of the same state.
+   */
+  private async ensureStateForLock(
+    m: EntityManager,
+    addr: StateAddress,
+    principal: Principal,
+  ): Promise<string> {
+    const { unit } = await this.repo.ensureUnit(m, addr.unit, principal.subject);
+    const state = await this.repo.ensureState(m, unit.id, addr.workspace);
+    await this.repo.shareStateRow(m, state.id);
+    return state.id;
+  }
+
+  /**
+   * The state row of an existing unit, or undefined; used to release and inspect locks. With
+   * `forUpdate` the row is locked first, in the same order acquire takes it (state row, then
+   * lock row), so a release and a concurrent acquire can never deadlock.
+   */
+  private async findStateRow(
+    m: EntityManager,
+    addr: StateAddress,
+    forUpdate = false,
+  ): Promise<Pick<StateRow, 'id' | 'last_lock_id' | 'last_lock_principal'> | undefined> {
+    const unit = await this.repo.findUnit(m, addr.unit);
+    if (!unit) return undefined;
+    const state = await this.repo.findState(m, unit.id, addr.workspace);
+    return state && forUpdate ? this.repo.lockStateRow(m, state.id) : state;
   }
 }
