@@ -1,3 +1,5 @@
+import type { AuditDoor } from '../common/door';
+
 /**
  * The one shape of a security-relevant event. Today they are written to the log (`audit` key);
  * the audit log stores the same objects. Never put secrets or state content in `details`.
@@ -40,7 +42,7 @@ export interface SecurityEvent {
   unit?: string;
   workspace?: string;
   /** Which door the request came through. */
-  door?: 'http' | 's3' | 'api' | 'cli' | 'system';
+  door?: AuditDoor;
   details?: Record<string, string | number | boolean | null>;
   requestId?: string;
   clientIp?: string;

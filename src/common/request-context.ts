@@ -1,8 +1,9 @@
 import { SetMetadata } from '@nestjs/common';
 import { AsyncLocalStorage } from 'node:async_hooks';
 
-/** The ways into the server: the S3 door, Terraform's HTTP backend, the management API. */
-export type Door = 'http' | 's3' | 'api';
+import type { Door } from './door';
+
+export type { Door } from './door';
 
 export interface RequestContext {
   requestId: string;

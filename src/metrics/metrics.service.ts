@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { packageVersion } from '../cli/version';
 import { isUnavailable } from '../common/error-mapping';
-import type { Door } from '../common/request-context';
+import type { AuditDoor, Door } from '../common/door';
 import type { BlobStoreOperation } from '../storage/observed-blob.store';
 import {
   apiOperation,
@@ -230,7 +230,7 @@ export class MetricsService {
 
   /** An `auth.failed` security event: its door and the reason, reduced to a fixed set. */
   authFailed(
-    door: Door | 'cli' | 'system' | undefined,
+    door: AuditDoor | undefined,
     details: Record<string, string | number | boolean | null> | undefined,
   ): void {
     const label = door === 'cli' || door === 'system' ? 'api' : doorLabel(door);

@@ -97,12 +97,6 @@ export function headersOf(req: Request): HeaderMap {
   return req.headersDistinct;
 }
 
-/** A request header as one string (the first value). */
-export function header(req: Request, name: string): string | undefined {
-  const v = req.headers[name];
-  return Array.isArray(v) ? v[0] : v;
-}
-
 /** Pipes the request through the body transforms (aws-chunked decoding, digest checks). */
 export function decodedBody(
   req: Request,

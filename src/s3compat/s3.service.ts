@@ -12,11 +12,14 @@ import { Readable, Transform, TransformCallback } from 'node:stream';
 import type { Principal } from '../auth/principal';
 import { APP_CONFIG, AppConfig } from '../config/config';
 import { DomainError } from '../common/errors';
+import { headerValue } from '../common/raw-body';
 import { feed } from '../common/streams';
+import { MAX_LOCK_INFO_BYTES } from '../state/locks/lock-info';
 import { LocksService } from '../state/locks/locks.service';
 import { AuthorizationService } from '../rbac/authorization.service';
 import { StateAddress, StateService } from '../state/state.service';
 import { BLOB_STORE, BlobStore } from '../storage/blob-store';
+import { deleteBlobs } from '../storage/delete-blobs';
 import { COMPLETE_XML_LIMITS, parseCompleteMultipartXml } from './complete-multipart-xml';
 import { BucketRepository } from './bucket.repository';
 import {
@@ -36,7 +39,6 @@ import { S3Error } from './s3-errors';
 import { objectKey, resolveKey } from './s3-keys';
 import {
   decodedBody,
-  header,
   headersOf,
   httpDate,
   isoDate,
@@ -55,7 +57,6 @@ export interface S3Reply {
   body?: string | Buffer | Readable;
 }
 
-const MAX_LOCK_INFO_BYTES = 64 * 1024;
 const MAX_BUCKET_CONFIGURATION_BYTES = 64 * 1024;
 const MIN_PART_BYTES = 5 * 1024 * 1024;
 const MAX_PARTS = COMPLETE_XML_LIMITS.maxParts;
@@ -276,7 +277,7 @@ export class S3Service implements OnModuleInit, OnApplicationBootstrap, BeforeAp
         }
       );
     }
-    const rangeHeader = header(req, 'range');
+    const rangeHeader = headerValue(req.headers['range']);
     const opened = await this.states.openForRead(addr, principal, (size) =>
       parseRange(rangeHeader, size),
     );
@@ -312,7 +313,7 @@ export class S3Service implements OnModuleInit, OnApplicationBootstrap, BeforeAp
     signing: SigningContext,
     guard?: ReplayGuard,
   ): Promise<S3Reply> {
-    if (header(req, 'x-amz-copy-source') !== undefined) {
+    if (headerValue(req.headers['x-amz-copy-source']) !== undefined) {
       throw new S3Error(
         'NotImplemented',
         'CopyObject (PutObject with x-amz-copy-source) is not supported by this server: a state is written whole, with its own bytes, and keeps no metadata of its own to change. rclone copies an object onto itself to set its modification time: run it with --update --use-server-modtime (or --checksum)',
@@ -334,8 +335,8 @@ export class S3Service implements OnModuleInit, OnApplicationBootstrap, BeforeAp
         headers: { ETag: quoted(createHash('md5').update(info).digest('hex')), ...sse(req) },
       };
     }
-    const ifNoneMatch = header(req, 'if-none-match');
-    const ifMatch = header(req, 'if-match');
+    const ifNoneMatch = headerValue(req.headers['if-none-match']);
+    const ifMatch = headerValue(req.headers['if-match']);
     const result = await this.states.write({
       ...addr,
       principal,
@@ -369,7 +370,7 @@ export class S3Service implements OnModuleInit, OnApplicationBootstrap, BeforeAp
     guard?: ReplayGuard,
   ): Promise<S3Reply> {
     const { kind, addr } = this.resolve(key);
-    const ifMatch = header(req, 'if-match');
+    const ifMatch = headerValue(req.headers['if-match']);
     if (kind === 'lock') {
       // Terraform compares the lock's ID itself, then deletes unconditionally; a client that
       // sends If-Match gets the check done here, in the release's transaction.
@@ -608,7 +609,8 @@ export class S3Service implements OnModuleInit, OnApplicationBootstrap, BeforeAp
       integrity: { ...plan.value.integrity, md5 },
     });
     const decodedLength =
-      header(req, 'x-amz-decoded-content-length') ?? header(req, 'content-length');
+      headerValue(req.headers['x-amz-decoded-content-length']) ??
+      headerValue(req.headers['content-length']);
     return {
       stream: decodedBody(req, transforms),
       verifier,
@@ -619,14 +621,8 @@ export class S3Service implements OnModuleInit, OnApplicationBootstrap, BeforeAp
     };
   }
 
-  private async deleteBlobs(keys: string[]): Promise<void> {
-    for (const key of keys) {
-      try {
-        await this.blobs.delete(key);
-      } catch (e) {
-        this.logger.warn({ err: e, blobKey: key }, 'could not delete a multipart part');
-      }
-    }
+  private deleteBlobs(keys: string[]): Promise<void> {
+    return deleteBlobs(this.blobs, keys, this.logger, 'could not delete a multipart part');
   }
 }
 
@@ -640,7 +636,7 @@ function xml(status: number, body: string, headers: Record<string, string> = {})
 
 /** Echoes a requested server-side encryption: at rest, encryption is the storage's business. */
 function sse(req: Request): Record<string, string> {
-  const v = header(req, 'x-amz-server-side-encryption');
+  const v = headerValue(req.headers['x-amz-server-side-encryption']);
   return v ? { 'x-amz-server-side-encryption': v } : {};
 }
 
@@ -681,14 +677,14 @@ function etagMatches(list: string, md5: string | undefined): boolean {
 
 /** S3's conditional GET/HEAD: 412 when If-Match fails, 304 when If-None-Match matches. */
 function conditional(req: Request, md5: string): S3Reply | undefined {
-  const ifMatch = header(req, 'if-match');
+  const ifMatch = headerValue(req.headers['if-match']);
   if (ifMatch !== undefined && !etagMatches(ifMatch, md5)) {
     throw new S3Error(
       'PreconditionFailed',
       'At least one of the pre-conditions you specified did not hold',
     );
   }
-  const ifNoneMatch = header(req, 'if-none-match');
+  const ifNoneMatch = headerValue(req.headers['if-none-match']);
   if (ifNoneMatch !== undefined && etagMatches(ifNoneMatch, md5)) {
     return { status: 304, headers: { ETag: quoted(md5) } };
   }

@@ -13,6 +13,7 @@ import { feed } from '../common/streams';
 import { assertMayWrite, assertNotLockedByOther } from './locks/lock-authority';
 import { MetricsService } from '../metrics/metrics.service';
 import { AuthorizationService, Decider } from '../rbac/authorization.service';
+import { deleteBlobs } from '../storage/delete-blobs';
 import { BLOB_STORE, BlobNotFoundError, BlobStore, ByteRange } from '../storage/blob-store';
 import { InspectionBudget, InspectionLease } from './inspection-budget';
 import { OutputDigester, OutputFacts } from './output-digester';
@@ -940,14 +941,8 @@ export class StateService {
   }
 
   /** Best effort after commit: a blob left behind is garbage, never a dangling version. */
-  private async deleteBlobs(keys: string[]): Promise<void> {
-    for (const key of keys) {
-      try {
-        await this.blobs.delete(key);
-      } catch (e) {
-        this.logger.warn({ err: e, blobKey: key }, 'could not delete an unreferenced blob');
-      }
-    }
+  private deleteBlobs(keys: string[]): Promise<void> {
+    return deleteBlobs(this.blobs, keys, this.logger);
   }
 }
 
