@@ -5,6 +5,9 @@
 // may only shrink: a listed pair with fewer clones than listed fails too (lower its count or
 // remove it), so the list stays exact.
 //
+// jscpd 4.x (pure JavaScript) rather than 5.x: 5.x installs a native binary per platform as
+// optional dependencies, and a lock file missing any of them makes `npm ci` fail.
+//
 //   node scripts/duplicates.mjs           check (exit 1 on a new or grown pair, or a stale entry)
 //   node scripts/duplicates.mjs --report  counts and every clone
 //   node scripts/duplicates.mjs --write   rewrite the allow-list from today's clones (review it!)
