@@ -1,3 +1,4 @@
+import { ADVISORY_LOCK } from './transaction';
 import { DataSource, MigrationExecutor } from 'typeorm';
 import { MIGRATIONS, SCHEMA_LEVEL } from '../../migrations';
 import { packageVersion } from '../cli/version';
@@ -12,7 +13,7 @@ import {
 import { readDatabaseSchema, writeCompatibilityRecord } from './schema-compatibility.repository';
 
 /** Arbitrary, fixed: every replica and `statehouse migrate` take the same advisory lock. */
-export const MIGRATION_LOCK_KEY = 7_337_001;
+export const MIGRATION_LOCK_KEY = ADVISORY_LOCK.migrations;
 
 /** This code's schema: its level, its migrations and their contract floors. */
 export function codeSchema(): CodeSchema {
