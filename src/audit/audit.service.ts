@@ -9,8 +9,17 @@ import { DataSource, EntityManager } from 'typeorm';
 import { isUnavailable } from '../common/error-mapping';
 import { currentRequestContext } from '../common/request-context';
 import { capText, escapeUnstorable } from '../common/text';
-import { sqlRows } from '../database/sql';
+import {
+  AuditFilter,
+  AuditRow,
+  findAuditEvents,
+  insertAuditEvents,
+  StoredEvent,
+} from './audit.repository';
+import { afterCommit } from '../database/transaction';
 import { SecurityEvent } from './security-event';
+
+export type { AuditFilter, AuditRow };
 
 export type SecurityEventInput = Omit<SecurityEvent, 'at' | 'requestId' | 'clientIp'>;
 
@@ -25,11 +34,8 @@ const STOP_FLUSHES = 5;
 /** Longest text kept of one value (names, reasons); longer ones are cut, marked with `…`. */
 export const MAX_AUDIT_TEXT = 1024;
 const MAX_DETAILS = 32;
-const COLUMNS = 12;
 
-interface Queued {
-  event: SecurityEvent;
-  count: number;
+interface Queued extends StoredEvent {
   /** The aggregation key of an anonymous refusal still counting up in its batch. */
   key?: string;
 }
@@ -42,34 +48,6 @@ export interface AuditLosses {
   unstorable: number;
   /** Still queued when the process stopped with the database unreachable. */
   atShutdown: number;
-}
-
-export interface AuditRow {
-  id: string;
-  at: Date;
-  type: string;
-  actor: string;
-  action: string | null;
-  unit: string | null;
-  workspace: string | null;
-  outcome: string;
-  door: string | null;
-  request_id: string | null;
-  client_ip: string | null;
-  details: Record<string, unknown> | null;
-  count: number;
-}
-
-export interface AuditFilter {
-  actor?: string;
-  unit?: string;
-  action?: string;
-  type?: string;
-  since?: Date;
-  until?: Date;
-  /** Only events with an id below this (cursor pagination, newest first). */
-  before?: string;
-  limit: number;
 }
 
 /**
@@ -167,8 +145,10 @@ export class AuditService implements OnModuleInit, BeforeApplicationShutdown {
   /** Logs the event and inserts it in the caller's transaction: it commits with the change. */
   async recordIn(m: EntityManager, input: SecurityEventInput): Promise<SecurityEvent> {
     const event = this.stamp(input);
-    await m.query(insertSql(1), params([{ event, count: 1 }]));
-    this.log(event);
+    await insertAuditEvents(m, [{ event, count: 1 }]);
+    // Logged and shown to observers once, when the change it records has committed: the body
+    // of a transaction may run again after a deadlock, and a rolled-back change did not happen.
+    afterCommit(m, () => this.log(event));
     return event;
   }
 
@@ -190,7 +170,7 @@ export class AuditService implements OnModuleInit, BeforeApplicationShutdown {
     for (let i = 0; i < batch.length; i += BATCH_ROWS) {
       const part = batch.slice(i, i + BATCH_ROWS);
       try {
-        await db.query(insertSql(part.length), params(part));
+        await insertAuditEvents(db, part);
       } catch (e) {
         const { handled, unreachable } = isUnavailable(e)
           ? { handled: 0, unreachable: e }
@@ -220,7 +200,7 @@ export class AuditService implements OnModuleInit, BeforeApplicationShutdown {
   ): Promise<{ handled: number; unreachable?: unknown }> {
     for (let j = 0; j < part.length; j++) {
       try {
-        await db.query(insertSql(1), params([part[j]]));
+        await insertAuditEvents(db, [part[j]]);
       } catch (e) {
         if (isUnavailable(e)) return { handled: j, unreachable: e };
         this.losses.unstorable += part[j].count;
@@ -257,28 +237,7 @@ export class AuditService implements OnModuleInit, BeforeApplicationShutdown {
   async query(filter: AuditFilter): Promise<AuditRow[]> {
     if (!this.db) return [];
     await this.flush();
-    return sqlRows<AuditRow>(
-      this.db.manager,
-      `SELECT * FROM audit_events
-        WHERE ($1::text IS NULL OR actor = $1)
-          AND ($2::text IS NULL OR unit = $2)
-          AND ($3::text IS NULL OR action = $3)
-          AND ($4::text IS NULL OR type = $4)
-          AND ($5::timestamptz IS NULL OR at >= $5)
-          AND ($6::timestamptz IS NULL OR at < $6)
-          AND ($7::bigint IS NULL OR id < $7)
-        ORDER BY id DESC LIMIT $8`,
-      [
-        filter.actor ?? null,
-        filter.unit ?? null,
-        filter.action ?? null,
-        filter.type ?? null,
-        filter.since ?? null,
-        filter.until ?? null,
-        filter.before ?? null,
-        filter.limit,
-      ],
-    );
+    return findAuditEvents(this.db, filter);
   }
 
   private enqueue(q: Queued): void {
@@ -345,31 +304,4 @@ function countByType(queue: Queued[]): Record<string, number> {
   const counts: Record<string, number> = {};
   for (const q of queue) counts[q.event.type] = (counts[q.event.type] ?? 0) + q.count;
   return counts;
-}
-
-function insertSql(rows: number): string {
-  const values = Array.from({ length: rows }, (_, r) => {
-    const b = r * COLUMNS;
-    const p = (i: number) => `$${b + i}`;
-    return `(${p(1)}::timestamptz, ${p(2)}, ${p(3)}, ${p(4)}, ${p(5)}, ${p(6)}, ${p(7)}, ${p(8)}, ${p(9)}, ${p(10)}, ${p(11)}::jsonb, ${p(12)}::int)`;
-  });
-  return `INSERT INTO audit_events (at, type, actor, action, unit, workspace, outcome, door, request_id, client_ip, details, count)
-          VALUES ${values.join(', ')}`;
-}
-
-function params(batch: Queued[]): unknown[] {
-  return batch.flatMap(({ event: e, count }) => [
-    e.at,
-    e.type,
-    e.actor,
-    e.action ?? null,
-    e.unit ?? null,
-    e.workspace ?? null,
-    e.outcome,
-    e.door ?? null,
-    e.requestId ?? null,
-    e.clientIp ?? null,
-    e.details === undefined ? null : JSON.stringify(e.details),
-    count,
-  ]);
 }

@@ -5,9 +5,10 @@ import { AuditService } from '../audit/audit.service';
 import { APP_CONFIG, AppConfig } from '../config/config';
 import { DomainError } from '../common/errors';
 import { holdUntilStarted } from '../common/startup';
-import { MIGRATION_LOCK_KEY } from '../database/migrator';
 import { CredentialVerifier } from './credential-verifier';
 import { BOOTSTRAP_ADMIN, Principal } from './principal';
+import { insertSettingIfAbsent, putSetting, readSetting } from '../database/settings.repository';
+import { ADVISORY_LOCK, transaction, withAdvisoryLock } from '../database/transaction';
 
 export const BOOTSTRAP_TOKEN_PREFIX = 'shb_';
 const SETTING = 'bootstrap_token_sha256';
@@ -19,7 +20,7 @@ function sha256(value: string): Buffer {
 
 /**
  * The break-glass `bootstrap-admin` credential: STATEHOUSE_BOOTSTRAP_TOKEN when configured,
- * otherwise a token generated on the first start (under the migration lock, so replicas agree),
+ * otherwise a token generated on the first start (under its own advisory lock, so replicas agree),
  * of which only the sha256 is kept. Every use is audited.
  */
 @Injectable()
@@ -37,33 +38,19 @@ export class BootstrapTokenService implements CredentialVerifier, OnModuleInit {
 
   async onModuleInit(): Promise<void> {
     if (this.configured || this.config.authDisabled) return;
-    const runner = this.db.createQueryRunner();
-    await runner.connect();
-    try {
-      await runner.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);
-      try {
-        const rows = (await runner.query('SELECT value FROM settings WHERE key = $1', [
-          SETTING,
-        ])) as { value: string }[];
-        if (rows.length > 0) return;
-        const token = BOOTSTRAP_TOKEN_PREFIX + randomBytes(32).toString('base64url');
-        await runner.query('INSERT INTO settings (key, value) VALUES ($1, $2)', [
-          SETTING,
-          sha256(token).toString('hex'),
-        ]);
-        this.announce(token);
-        this.audit.record({
-          type: 'auth.bootstrap_token_generated',
-          actor: 'system',
-          outcome: 'success',
-          door: 'system',
-        });
-      } finally {
-        await runner.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK_KEY]);
-      }
-    } finally {
-      await runner.release();
-    }
+    // Replicas starting together: one generates the token, the others find its hash.
+    await withAdvisoryLock(this.db, ADVISORY_LOCK.bootstrapToken, async (runner) => {
+      if ((await readSetting(runner, SETTING)) !== undefined) return;
+      const token = BOOTSTRAP_TOKEN_PREFIX + randomBytes(32).toString('base64url');
+      if (!(await insertSettingIfAbsent(runner, SETTING, sha256(token).toString('hex')))) return;
+      this.announce(token);
+      this.audit.record({
+        type: 'auth.bootstrap_token_generated',
+        actor: 'system',
+        outcome: 'success',
+        door: 'system',
+      });
+    });
   }
 
   /**
@@ -96,11 +83,7 @@ export class BootstrapTokenService implements CredentialVerifier, OnModuleInit {
       if (!ok && !secret.startsWith(BOOTSTRAP_TOKEN_PREFIX)) return null;
     } else {
       if (!secret.startsWith(BOOTSTRAP_TOKEN_PREFIX)) return null;
-      const rows = await this.db.query<{ value: string }[]>(
-        'SELECT value FROM settings WHERE key = $1',
-        [SETTING],
-      );
-      const stored = rows[0]?.value;
+      const stored = await readSetting(this.db, SETTING);
       ok =
         stored !== undefined &&
         stored !== DISABLED &&
@@ -117,12 +100,8 @@ export class BootstrapTokenService implements CredentialVerifier, OnModuleInit {
 
   /** Disables the generated token for good (a configured one is removed from the environment). */
   async disableGenerated(actor: string): Promise<void> {
-    await this.db.transaction(async (m) => {
-      await m.query(
-        `INSERT INTO settings (key, value) VALUES ($1, $2)
-         ON CONFLICT (key) DO UPDATE SET value = $2, updated_at = now()`,
-        [SETTING, DISABLED],
-      );
+    await transaction(this.db, async (m) => {
+      await putSetting(m, SETTING, DISABLED);
       await this.audit.recordIn(m, {
         type: 'auth.bootstrap_token_disabled',
         actor,

@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { DataSource, EntityManager } from 'typeorm';
 import { sqlRows } from '../database/sql';
+import { transaction } from '../database/transaction';
 
 export interface RefreshTokenRow {
   id: string;
@@ -52,7 +53,7 @@ export class IdentityRepository {
   constructor(private readonly db: DataSource) {}
 
   transaction<T>(work: (m: EntityManager) => Promise<T>): Promise<T> {
-    return this.db.transaction('READ COMMITTED', work);
+    return transaction(this.db, work);
   }
 
   async insertRefreshToken(

@@ -1,4 +1,4 @@
-import { ADVISORY_LOCK } from './transaction';
+import { ADVISORY_LOCK, withAdvisoryLock } from './transaction';
 import { DataSource, MigrationExecutor } from 'typeorm';
 import { MIGRATIONS, SCHEMA_LEVEL } from '../../migrations';
 import { packageVersion } from '../cli/version';
@@ -56,42 +56,31 @@ export async function prepareSchema(
     if (verdict.kind === 'refused') throw new StartupError(refusalMessage(code, verdict));
     return { applied: [], verdict };
   }
-  const runner = dataSource.createQueryRunner();
-  await runner.connect();
-  try {
-    await runner.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);
+  return withAdvisoryLock(dataSource, MIGRATION_LOCK_KEY, async (runner) => {
+    await runner.startTransaction();
     try {
-      await runner.startTransaction();
-      try {
-        const before = await readDatabaseSchema(runner);
-        const verdict = judgeSchema(code, before);
-        if (verdict.kind === 'refused') throw new StartupError(refusalMessage(code, verdict));
-        let applied: string[] = [];
-        if (verdict.kind === 'behind') {
-          const executor = new MigrationExecutor(dataSource, runner);
-          // Inside this transaction (the executor starts none when one is open).
-          executor.transaction = 'all';
-          applied = (await executor.executePendingMigrations()).map((m) => m.name);
-          await writeCompatibilityRecord(runner, recordAfterMigrating(code, before.record));
-        }
-        await runner.commitTransaction();
-        return {
-          applied,
-          verdict:
-            verdict.kind === 'behind'
-              ? judgeSchema(code, await readDatabaseSchema(runner))
-              : verdict,
-        };
-      } catch (e) {
-        if (runner.isTransactionActive) await runner.rollbackTransaction();
-        throw e;
+      const before = await readDatabaseSchema(runner);
+      const verdict = judgeSchema(code, before);
+      if (verdict.kind === 'refused') throw new StartupError(refusalMessage(code, verdict));
+      let applied: string[] = [];
+      if (verdict.kind === 'behind') {
+        const executor = new MigrationExecutor(dataSource, runner);
+        // Inside this transaction (the executor starts none when one is open).
+        executor.transaction = 'all';
+        applied = (await executor.executePendingMigrations()).map((m) => m.name);
+        await writeCompatibilityRecord(runner, recordAfterMigrating(code, before.record));
       }
-    } finally {
-      await runner.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK_KEY]);
+      await runner.commitTransaction();
+      return {
+        applied,
+        verdict:
+          verdict.kind === 'behind' ? judgeSchema(code, await readDatabaseSchema(runner)) : verdict,
+      };
+    } catch (e) {
+      if (runner.isTransactionActive) await runner.rollbackTransaction();
+      throw e;
     }
-  } finally {
-    await runner.release();
-  }
+  });
 }
 
 /** Applies pending migrations (see prepareSchema); the names of those applied. */

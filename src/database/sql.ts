@@ -27,3 +27,8 @@ export async function sqlRows<T>(
  * (the S3 door records the signature of a write it accepted).
  */
 export type TransactionStep = (m: EntityManager) => Promise<void>;
+
+/** Anything statements run on: the pool, a transaction's entity manager or one connection. */
+export interface Queryable {
+  query(sql: string, params?: unknown[]): Promise<unknown>;
+}

@@ -1,4 +1,7 @@
+import { Logger } from '@nestjs/common';
 import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
+
+const logger = new Logger('database');
 
 /** How many times a transaction is tried before a deadlock or serialization failure is final. */
 export const TRANSACTION_ATTEMPTS = 4;
@@ -16,7 +19,7 @@ export function isRetryableTransactionError(e: unknown): boolean {
  * failure rolls the whole transaction back and the work is run again from the start. So the body
  * must touch nothing but the database through `m` — no network calls, no in-process caches, no
  * queued events, no counters — and keep no state of its own between runs. Anything that must
- * happen once goes after `transaction(...)` returns.
+ * happen once goes after `transaction(...)` returns, or is handed to `afterCommit(m, …)`.
  */
 export type TransactionWork<T> = (m: EntityManager) => Promise<T>;
 
@@ -27,11 +30,50 @@ export type TransactionWork<T> = (m: EntityManager) => Promise<T>;
  */
 export async function transaction<T>(db: DataSource, work: TransactionWork<T>): Promise<T> {
   for (let attempt = 1; ; attempt++) {
+    const effects: (() => void)[] = [];
     try {
-      return await db.transaction('READ COMMITTED', work);
+      const result = await db.transaction('READ COMMITTED', async (m) => {
+        AFTER_COMMIT.set(m, effects);
+        try {
+          return await work(m);
+        } finally {
+          AFTER_COMMIT.delete(m);
+        }
+      });
+      runAfterCommit(effects);
+      return result;
     } catch (e) {
       if (attempt >= TRANSACTION_ATTEMPTS || !isRetryableTransactionError(e)) throw e;
       await new Promise((r) => setTimeout(r, Math.random() * 20 * attempt));
+    }
+  }
+}
+
+/** The effects each open `transaction(...)` runs once it has committed, by its entity manager. */
+const AFTER_COMMIT = new WeakMap<EntityManager, (() => void)[]>();
+
+/**
+ * Runs `effect` once the transaction `m` belongs to has committed — and never when it rolls back
+ * or is tried again. This is how a body does what must happen once (log a line, tell an
+ * observer) without breaking the retry rule. `m` must come from `transaction(...)`: anything
+ * else is a programming error and throws at once, so it cannot go unnoticed.
+ */
+export function afterCommit(m: EntityManager, effect: () => void): void {
+  const effects = AFTER_COMMIT.get(m);
+  if (!effects) throw new Error('afterCommit: the entity manager is not a transaction(...) one');
+  effects.push(effect);
+}
+
+function runAfterCommit(effects: (() => void)[]): void {
+  for (const effect of effects) {
+    try {
+      effect();
+    } catch (e) {
+      // The change is committed; a failing effect (a log line, a counter) must not report it
+      // as failed to the caller, who would then retry a write that is already stored.
+      logger.error(
+        `an effect after a commit failed (the change is stored): ${e instanceof Error ? e.message : String(e)}`,
+      );
     }
   }
 }

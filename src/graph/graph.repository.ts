@@ -3,6 +3,7 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import type { DataSource, EntityManager } from 'typeorm';
 import { sqlRows } from '../database/sql';
 import type { NodeRef } from './graph-model';
+import { transaction, TransactionWork } from '../database/transaction';
 
 export interface EdgeRow {
   id: string;
@@ -64,6 +65,11 @@ export class GraphRepository {
 
   get manager(): EntityManager {
     return this.db.manager;
+  }
+
+  /** A transaction on the database kernel (retried on deadlock; see `transaction`). */
+  transaction<T>(work: TransactionWork<T>): Promise<T> {
+    return transaction(this.db, work);
   }
 
   /**

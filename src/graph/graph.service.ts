@@ -327,7 +327,7 @@ export class GraphService implements StateWriteHook, OnModuleInit {
         throw new DomainError('unit_not_found', `unit ${n.unit} does not exist`);
       }
     }
-    const row = await this.repo.manager.transaction(async (m) => {
+    const row = await this.repo.transaction(async (m) => {
       const inserted = await this.repo.insertDeclared(m, {
         producer,
         consumer,
@@ -374,7 +374,7 @@ export class GraphService implements StateWriteHook, OnModuleInit {
     }
     await this.authz.authorize(principal, 'graph.write', producerOf(row));
     await this.authz.authorize(principal, 'graph.write', consumerOf(row));
-    await this.repo.manager.transaction(async (m) => {
+    await this.repo.transaction(async (m) => {
       if (!(await this.repo.deleteEdge(m, id))) throw new DomainError('not_found', `no edge ${id}`);
       await this.audit.recordIn(m, {
         type: 'graph.edge_deleted',

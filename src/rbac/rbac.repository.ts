@@ -1,6 +1,8 @@
 import { Injectable } from '@nestjs/common';
 import { DataSource, EntityManager } from 'typeorm';
 import { sqlRows } from '../database/sql';
+import { insertSettingIfAbsent, readSetting } from '../database/settings.repository';
+import { transaction } from '../database/transaction';
 
 export const RBAC_CHANNEL = 'statehouse_rbac';
 export const RBAC_INITIALISED = 'rbac_initialised';
@@ -62,7 +64,7 @@ export class RbacRepository {
   }
 
   transaction<T>(work: (m: EntityManager) => Promise<T>): Promise<T> {
-    return this.db.transaction('READ COMMITTED', async (m) => {
+    return transaction(this.db, async (m) => {
       const result = await work(m);
       await m.query(`SELECT pg_notify('${RBAC_CHANNEL}', '')`);
       return result;
@@ -70,20 +72,16 @@ export class RbacRepository {
   }
 
   async isInitialised(m: EntityManager = this.db.manager): Promise<boolean> {
-    const rows = await sqlRows<{ value: string }>(m, 'SELECT value FROM settings WHERE key = $1', [
-      RBAC_INITIALISED,
-    ]);
-    return rows.length > 0;
+    return (await readSetting(m, RBAC_INITIALISED)) !== undefined;
   }
 
   /** Records the initialised flag; false when it was already set (another init won). */
   async markInitialised(m: EntityManager, by: string): Promise<boolean> {
-    const rows = await sqlRows<{ key: string }>(
+    return insertSettingIfAbsent(
       m,
-      `INSERT INTO settings (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING RETURNING key`,
-      [RBAC_INITIALISED, JSON.stringify({ by, at: new Date().toISOString() })],
+      RBAC_INITIALISED,
+      JSON.stringify({ by, at: new Date().toISOString() }),
     );
-    return rows.length > 0;
   }
 
   /**

@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import { sqlRows, TransactionStep } from '../database/sql';
+import { transaction } from '../database/transaction';
 
 export interface UploadRow {
   upload_id: string;
@@ -27,7 +28,7 @@ export class MultipartRepository {
   constructor(private readonly db: DataSource) {}
 
   async create(row: Omit<UploadRow, 'created_at'>, inTransaction?: TransactionStep): Promise<void> {
-    await this.db.transaction(async (m) => {
+    await transaction(this.db, async (m) => {
       await inTransaction?.(m);
       await m.query(
         `INSERT INTO s3_uploads (upload_id, bucket, object_key, unit, workspace, principal)
@@ -51,7 +52,7 @@ export class MultipartRepository {
     row: Omit<PartRow, 'created_at'>,
     inTransaction?: TransactionStep,
   ): Promise<string | undefined> {
-    return this.db.transaction(async (m) => {
+    return transaction(this.db, async (m) => {
       await inTransaction?.(m);
       const old = await sqlRows<{ blob_key: string }>(
         m,
@@ -79,7 +80,7 @@ export class MultipartRepository {
 
   /** Removes the upload; returns its parts' blob keys (to delete after). Undefined when gone. */
   async remove(uploadId: string, inTransaction?: TransactionStep): Promise<string[] | undefined> {
-    return this.db.transaction(async (m) => {
+    return transaction(this.db, async (m) => {
       await inTransaction?.(m);
       const keys = await sqlRows<{ blob_key: string }>(
         m,

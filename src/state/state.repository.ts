@@ -224,6 +224,20 @@ export class StateRepository {
     await m.query('SELECT 1 FROM states WHERE id = $1 FOR SHARE', [stateId]);
   }
 
+  /** The lock its holder just released, so that holder's retried release still succeeds. */
+  async recordReleasedLock(
+    m: EntityManager,
+    stateId: string,
+    lockId: string,
+    principal: string,
+  ): Promise<void> {
+    await m.query('UPDATE states SET last_lock_id = $2, last_lock_principal = $3 WHERE id = $1', [
+      stateId,
+      lockId,
+      principal,
+    ]);
+  }
+
   async holderOf(m: EntityManager, stateId: string): Promise<HeldLock | null> {
     const rows = await sqlRows<LockRow>(
       m,

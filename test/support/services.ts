@@ -8,6 +8,7 @@ import { AuditService } from '../../src/audit/audit.service';
 import { SecurityEvent } from '../../src/audit/security-event';
 import { Principal } from '../../src/auth/principal';
 import { DomainError } from '../../src/common/errors';
+import { afterCommit } from '../../src/database/transaction';
 import { AppConfig, loadConfig } from '../../src/config/config';
 import { LockRepository } from '../../src/state/locks/lock.repository';
 import { LocksService } from '../../src/state/locks/locks.service';
@@ -38,7 +39,8 @@ export class RecordingAudit extends AuditService {
     input: Parameters<AuditService['recordIn']>[1],
   ): Promise<SecurityEvent> {
     const e = await super.recordIn(m, input);
-    this.events.push(e);
+    // Kept when the change commits, like the log line: a rolled-back attempt recorded nothing.
+    afterCommit(m, () => this.events.push(e));
     return e;
   }
 }

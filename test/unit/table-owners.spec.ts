@@ -12,24 +12,10 @@ import path from 'node:path';
 const ROOT = path.resolve(__dirname, '../..');
 
 /** Tables still written from more than one file, or from a file that is not a repository. */
-const KNOWN_EXTRA_WRITERS: Record<string, string[]> = {
-  settings: [
-    'src/auth/bootstrap-token.service.ts',
-    'src/database/shared-secrets.service.ts',
-    'src/rbac/rbac.repository.ts',
-  ],
-  states: ['src/state/locks/lock.repository.ts', 'src/state/state.repository.ts'],
-  audit_events: ['src/audit/audit.service.ts'],
-  signing_keys: ['src/auth/tokens/signing-keys.service.ts'],
-};
+const KNOWN_EXTRA_WRITERS: Record<string, string[]> = {};
 
 /** Files that are not repositories and still run SQL themselves. */
-const KNOWN_SQL_OUTSIDE_REPOSITORIES = [
-  'src/audit/audit.service.ts',
-  'src/auth/bootstrap-token.service.ts',
-  'src/auth/tokens/signing-keys.service.ts',
-  'src/database/shared-secrets.service.ts',
-];
+const KNOWN_SQL_OUTSIDE_REPOSITORIES: string[] = [];
 
 /**
  * Code that may run SQL without being a table's repository: the database kernel (transactions,

@@ -9,18 +9,15 @@ import {
 import { calculateJwkThumbprint, JWK, SignJWT } from 'jose';
 import { DataSource } from 'typeorm';
 import { APP_CONFIG, AppConfig } from '../../config/config';
-import { MIGRATION_LOCK_KEY } from '../../database/migrator';
-import { sqlRows } from '../../database/sql';
-
-type Query = (sql: string, params?: unknown[]) => Promise<unknown>;
-
-interface KeyRow {
-  kid: string;
-  private_pem: string | null;
-  public_jwk: JWK;
-  created_at: Date;
-  retired_at: Date | null;
-}
+import { ADVISORY_LOCK, withAdvisoryLock } from '../../database/transaction';
+import {
+  findSigningKey,
+  findVerifyingKeys,
+  insertGeneratedKey,
+  putPublicKey,
+  retireKeysOtherThan,
+} from './signing-keys.repository';
+import type { Queryable } from '../../database/sql';
 
 /** Minimum seconds between two reloads triggered by an unknown `kid`. */
 const RELOAD_COOLDOWN_MS = 10_000;
@@ -45,7 +42,9 @@ export class SigningKeys implements OnModuleInit {
   ) {}
 
   async onModuleInit(): Promise<void> {
-    await this.withLock((query) => this.ensureSigningKey(query));
+    await withAdvisoryLock(this.db, ADVISORY_LOCK.signingKeys, (runner) =>
+      this.ensureSigningKey(runner),
+    );
     await this.reload();
   }
 
@@ -94,47 +93,35 @@ export class SigningKeys implements OnModuleInit {
     return this.verifying.has(kid);
   }
 
-  /** Runs under the migration lock; `query` is that lock's own connection (embedded: the only one). */
-  private async ensureSigningKey(query: Query): Promise<void> {
+  /** Runs under the signing-keys advisory lock; `q` is that lock's own connection (embedded: the only one). */
+  private async ensureSigningKey(q: Queryable): Promise<void> {
     const configured = this.config.tokens.privateKeyPem;
     if (configured) {
       const key = createPrivateKey(configured.reveal());
       const jwk = publicJwk(createPublicKey(key));
       const kid = this.config.tokens.kid ?? (await calculateJwkThumbprint(jwk)).slice(0, 16);
       // Only the public half goes to the database, so other replicas can verify during rollouts.
-      await query(
-        `INSERT INTO signing_keys (kid, private_pem, public_jwk) VALUES ($1, NULL, $2)
-         ON CONFLICT (kid) DO UPDATE SET retired_at = NULL`,
-        [kid, JSON.stringify(jwk)],
-      );
-      await query(
-        'UPDATE signing_keys SET retired_at = now() WHERE kid <> $1 AND retired_at IS NULL',
-        [kid],
-      );
+      await putPublicKey(q, kid, jwk);
+      await retireKeysOtherThan(q, kid);
       this.signing = { kid, key };
       return;
     }
-    const rows = (await query(
-      `SELECT * FROM signing_keys WHERE private_pem IS NOT NULL AND retired_at IS NULL
-        ORDER BY created_at DESC LIMIT 1`,
-    )) as KeyRow[];
-    if (rows.length > 0) {
-      this.signing = { kid: rows[0].kid, key: createPrivateKey(rows[0].private_pem as string) };
+    const current = await findSigningKey(q);
+    if (current) {
+      this.signing = { kid: current.kid, key: createPrivateKey(current.private_pem as string) };
       return;
     }
     const { privateKey, publicKey } = generateKeyPairSync('ed25519');
     const jwk = publicJwk(publicKey);
     const kid = this.config.tokens.kid ?? (await calculateJwkThumbprint(jwk)).slice(0, 16);
-    await query('INSERT INTO signing_keys (kid, private_pem, public_jwk) VALUES ($1, $2, $3)', [
+    await insertGeneratedKey(
+      q,
       kid,
       privateKey.export({ type: 'pkcs8', format: 'pem' }).toString(),
-      JSON.stringify(jwk),
-    ]);
-    // Keys from an earlier configured file stop signing but keep verifying for a while.
-    await query(
-      'UPDATE signing_keys SET retired_at = now() WHERE kid <> $1 AND retired_at IS NULL',
-      [kid],
+      jwk,
     );
+    // Keys from an earlier configured file stop signing but keep verifying for a while.
+    await retireKeysOtherThan(q, kid);
     this.logger.log(`generated access-token signing key ${kid}`);
     this.signing = { kid, key: privateKey };
   }
@@ -144,12 +131,7 @@ export class SigningKeys implements OnModuleInit {
     // A retired key verifies for as long as a token it signed can live (plus tolerance).
     const graceSeconds =
       Math.max(this.config.tokens.accessTtlSeconds, this.config.sts.ttlSeconds) + 300;
-    const rows = await sqlRows<KeyRow>(
-      this.db.manager,
-      `SELECT * FROM signing_keys
-        WHERE retired_at IS NULL OR retired_at > now() - make_interval(secs => $1)`,
-      [graceSeconds],
-    );
+    const rows = await findVerifyingKeys(this.db, graceSeconds);
     const verifying = new Map<string, KeyObject>();
     const jwks: JWK[] = [];
     for (const row of rows) {
@@ -159,21 +141,6 @@ export class SigningKeys implements OnModuleInit {
     verifying.set(this.signing.kid, createPublicKey(this.signing.key));
     this.verifying = verifying;
     this.publicJwks = jwks;
-  }
-
-  private async withLock(work: (query: Query) => Promise<void>): Promise<void> {
-    const runner = this.db.createQueryRunner();
-    await runner.connect();
-    try {
-      await runner.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);
-      try {
-        await work((sql, params) => runner.query(sql, params) as Promise<unknown>);
-      } finally {
-        await runner.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK_KEY]);
-      }
-    } finally {
-      await runner.release();
-    }
   }
 }
 

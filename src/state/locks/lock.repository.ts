@@ -46,8 +46,9 @@ export class LockRepository {
   }
 
   /**
-   * Release by the holder: deletes only when both the ID and the principal match, and records
-   * the released lock so a retry whose first answer was lost still succeeds.
+   * Release by the holder: deletes only when both the ID and the principal match. (The caller
+   * records the released lock on the state, `StateRepository.recordReleasedLock`, so a retry
+   * whose first answer was lost still succeeds.)
    */
   async deleteIfHeldBy(
     m: EntityManager,
@@ -60,13 +61,7 @@ export class LockRepository {
       'DELETE FROM locks WHERE state_id = $1 AND lock_id = $2 AND principal = $3 RETURNING 1',
       [stateId, lockId, principal],
     );
-    if (rows.length === 0) return false;
-    await m.query('UPDATE states SET last_lock_id = $2, last_lock_principal = $3 WHERE id = $1', [
-      stateId,
-      lockId,
-      principal,
-    ]);
-    return true;
+    return rows.length > 0;
   }
 
   /** Force-unlock: removes whatever lock is held and returns it. */

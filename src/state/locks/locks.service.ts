@@ -1,5 +1,6 @@
 import { Injectable, Optional } from '@nestjs/common';
 import { AuditService } from '../../audit/audit.service';
+import { changeEvent } from '../../audit/events';
 import { Principal } from '../../auth/principal';
 import { DomainError, HeldLock } from '../../common/errors';
 import type { TransactionStep } from '../../database/sql';
@@ -106,16 +107,7 @@ export class LocksService {
     await this.repo.transaction(async (m) => {
       const state = await this.findStateRow(m, addr, true);
       if (state && (await this.locks.deleteIfHeldBy(m, state.id, lockId, principal.subject))) {
-        await this.audit.recordIn(m, {
-          type: 'lock.release',
-          actor: principal.subject,
-          outcome: 'success',
-          action: 'unit.lock',
-          unit: addr.unit,
-          workspace: addr.workspace,
-          door,
-          details: { lock_id: lockId },
-        });
+        await this.released(m, addr, state.id, lockId, principal, door);
         return;
       }
       const holder = state ? await this.repo.holderOf(m, state.id) : null;
@@ -166,16 +158,7 @@ export class LocksService {
       if (holder.principal !== principal.subject) return 'other' as const;
       await options.inTransaction?.(m);
       await this.locks.deleteIfHeldBy(m, state.id, holder.id, principal.subject);
-      await this.audit.recordIn(m, {
-        type: 'lock.release',
-        actor: principal.subject,
-        outcome: 'success',
-        action: 'unit.lock',
-        unit: addr.unit,
-        workspace: addr.workspace,
-        door,
-        details: { lock_id: holder.id },
-      });
+      await this.released(m, addr, state.id, holder.id, principal, door);
       return 'released' as const;
     });
     switch (outcome) {
@@ -186,6 +169,27 @@ export class LocksService {
       case 'other':
         return (await this.forceUnlock(addr, principal, door, options)) !== undefined;
     }
+  }
+
+  /** After its holder's release: remembered on the state (for a retried release) and audited. */
+  private async released(
+    m: EntityManager,
+    addr: StateAddress,
+    stateId: string,
+    lockId: string,
+    principal: Principal,
+    door: Door,
+  ): Promise<void> {
+    await this.repo.recordReleasedLock(m, stateId, lockId, principal.subject);
+    await this.audit.recordIn(
+      m,
+      changeEvent(principal, 'lock.release', {
+        action: 'unit.lock',
+        ...addr,
+        door,
+        details: { lock_id: lockId },
+      }),
+    );
   }
 
   /** Removes any lock; needs `unit.force-unlock`; always audited. Undefined when none was held. */
