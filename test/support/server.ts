@@ -53,6 +53,9 @@ export async function spawnServer(
       STATEHOUSE_HOST: '127.0.0.1',
       STATEHOUSE_BOOTSTRAP_TOKEN: TEST_TOKEN,
       STATEHOUSE_LOG_LEVEL: 'info',
+      // A stop keeps answering new connections for the grace (2 s by default) even when idle:
+      // tests that are about the drain set it themselves; the rest need not wait it out.
+      STATEHOUSE_SHUTDOWN_GRACE: '0',
       ...env,
     },
     stdio: ['ignore', 'pipe', 'pipe'],
