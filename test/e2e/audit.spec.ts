@@ -14,6 +14,7 @@ import { createHash, createHmac, randomUUID } from 'node:crypto';
 import { IncomingHttpHeaders, request as httpRequest } from 'node:http';
 import { freshServerEnv } from '../support/database';
 import { RunningServer, spawnServer } from '../support/server';
+import { nullResource, tfStateText } from '../support/tf-state';
 
 jest.setTimeout(120_000);
 
@@ -179,29 +180,12 @@ function s3(
 }
 
 function tfState(serial: number, lineage = 'audit-lineage'): string {
-  return (
-    JSON.stringify(
-      {
-        version: 4,
-        terraform_version: '1.11.4',
-        serial,
-        lineage,
-        outputs: { marker: { value: STATE_MARKER, type: 'string' } },
-        resources: [
-          {
-            mode: 'managed',
-            type: 'null_resource',
-            name: 'r',
-            provider: 'provider["registry.terraform.io/hashicorp/null"]',
-            instances: [{ schema_version: 0, attributes: { id: `${STATE_MARKER}-attr` } }],
-          },
-        ],
-        check_results: null,
-      },
-      null,
-      2,
-    ) + '\n'
-  );
+  return tfStateText({
+    serial,
+    lineage,
+    outputs: { marker: STATE_MARKER },
+    resources: [nullResource(`${STATE_MARKER}-attr`)],
+  });
 }
 
 function lockInfo(id: string): string {

@@ -13,6 +13,7 @@ import { decodeProtectedHeader, importJWK, JWK, jwtVerify, SignJWT } from 'jose'
 import { freshServerEnv, ON_POSTGRES } from '../support/database';
 import { startOidcProvider, TestOidcProvider } from '../support/oidc';
 import { RunningServer, spawnServer } from '../support/server';
+import { tfStateText } from '../support/tf-state';
 
 jest.setTimeout(180_000);
 
@@ -176,21 +177,7 @@ async function login(
 }
 
 function tfState(serial: number): string {
-  return (
-    JSON.stringify(
-      {
-        version: 4,
-        terraform_version: '1.11.4',
-        serial,
-        lineage: 'auth-e2e-lineage',
-        outputs: {},
-        resources: [],
-        check_results: null,
-      },
-      null,
-      2,
-    ) + '\n'
-  );
+  return tfStateText({ serial, lineage: 'auth-e2e-lineage' });
 }
 
 let provider: TestOidcProvider;

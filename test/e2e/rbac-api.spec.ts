@@ -10,6 +10,7 @@
 import { randomUUID } from 'node:crypto';
 import { freshServerEnv } from '../support/database';
 import { RunningServer, spawnServer } from '../support/server';
+import { tfStateText } from '../support/tf-state';
 
 jest.setTimeout(120_000);
 
@@ -53,15 +54,7 @@ function expectError(a: Answer, status: number, code?: string, message?: RegExp)
 }
 
 const tfState = (serial: number): string =>
-  JSON.stringify({
-    version: 4,
-    terraform_version: '1.11.4',
-    serial,
-    lineage: 'rbac-api',
-    outputs: {},
-    resources: [],
-    check_results: null,
-  }) + '\n';
+  tfStateText({ serial, lineage: 'rbac-api', compact: true });
 
 const tokens: Record<string, string> = {};
 

@@ -36,6 +36,7 @@ import { join } from 'node:path';
 import { freshServerEnv } from '../support/database';
 import { FIXTURES } from '../support/paths';
 import { RunningServer, spawnServer } from '../support/server';
+import { nullResource, tfStateText } from '../support/tf-state';
 
 jest.setTimeout(180_000);
 
@@ -226,32 +227,8 @@ const root = (): string => server.token; // bootstrap-admin: break glass, unaffe
 
 const enc = encodeURIComponent;
 
-function tfState(serial: number, lineage: string, outputs: Record<string, unknown> = {}): string {
-  const out: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(outputs)) out[k] = { value: v, type: 'string' };
-  return (
-    JSON.stringify(
-      {
-        version: 4,
-        terraform_version: '1.11.4',
-        serial,
-        lineage,
-        outputs: out,
-        resources: [
-          {
-            mode: 'managed',
-            type: 'null_resource',
-            name: 'r',
-            provider: 'provider["registry.terraform.io/hashicorp/null"]',
-            instances: [{ schema_version: 0, attributes: { id: 'resource-id-1' } }],
-          },
-        ],
-        check_results: null,
-      },
-      null,
-      2,
-    ) + '\n'
-  );
+function tfState(serial: number, lineage: string, outputs: Record<string, string> = {}): string {
+  return tfStateText({ serial, lineage, outputs, resources: [nullResource('resource-id-1')] });
 }
 
 const lineageOf = (unit: string): string => `lineage-${unit.replace(/\//g, '-')}`;

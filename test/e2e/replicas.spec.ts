@@ -14,6 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freshServerEnv, ON_POSTGRES } from '../support/database';
 import { RunningServer, spawnServer } from '../support/server';
+import { tfStateText } from '../support/tf-state';
 
 jest.setTimeout(120_000);
 
@@ -40,21 +41,7 @@ function lockInfo(who: string): string {
 }
 
 function tfState(serial: number, lineage: string, padding = 0): string {
-  return (
-    JSON.stringify(
-      {
-        version: 4,
-        terraform_version: '1.11.4',
-        serial,
-        lineage,
-        outputs: { note: { value: 'x'.repeat(padding), type: 'string' } },
-        resources: [],
-        check_results: null,
-      },
-      null,
-      2,
-    ) + '\n'
-  );
+  return tfStateText({ serial, lineage, outputs: { note: 'x'.repeat(padding) } });
 }
 
 describeOnPostgres(ON_POSTGRES ? SUITE : NOT_APPLICABLE, () => {

@@ -41,6 +41,7 @@ import { ADMIN_ONLY } from '../../src/rbac/authorization.service';
 import { freshServerEnv, ON_POSTGRES } from '../support/database';
 import { CLI, FIXTURES } from '../support/paths';
 import { NODE, RunningServer, spawnServer } from '../support/server';
+import { tfStateText } from '../support/tf-state';
 
 jest.setTimeout(180_000);
 
@@ -67,22 +68,7 @@ interface VersionItem {
 
 /** A Terraform v4 state, pretty-printed like Terraform writes it. */
 function tfState(serial: number, lineage: string, pad = ''): string {
-  const outputs = pad === '' ? {} : { pad: { value: pad, type: 'string' } };
-  return (
-    JSON.stringify(
-      {
-        version: 4,
-        terraform_version: '1.11.4',
-        serial,
-        lineage,
-        outputs,
-        resources: [],
-        check_results: null,
-      },
-      null,
-      2,
-    ) + '\n'
-  );
+  return tfStateText({ serial, lineage, outputs: pad === '' ? {} : { pad } });
 }
 
 /** A valid state of exactly `size` bytes (padded through an output value). */

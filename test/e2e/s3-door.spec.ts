@@ -24,6 +24,7 @@ import { freshServerEnv, ON_POSTGRES } from '../support/database';
 import { startOidcProvider, TestOidcProvider } from '../support/oidc';
 import { FIXTURES } from '../support/paths';
 import { RunningServer, spawnServer } from '../support/server';
+import { tfStateBytes } from '../support/tf-state';
 
 jest.setTimeout(120_000);
 
@@ -81,22 +82,7 @@ function crc32B64(buf: Buffer): string {
 
 /** A Terraform v4 state, pretty-printed like Terraform writes it. */
 function tfState(serial: number, lineage: string, pad = ''): Buffer {
-  const outputs = pad === '' ? {} : { pad: { value: pad, type: 'string' } };
-  return Buffer.from(
-    JSON.stringify(
-      {
-        version: 4,
-        terraform_version: '1.11.4',
-        serial,
-        lineage,
-        outputs,
-        resources: [],
-        check_results: null,
-      },
-      null,
-      2,
-    ) + '\n',
-  );
+  return tfStateBytes({ serial, lineage, outputs: pad === '' ? {} : { pad } });
 }
 
 /** A valid state of exactly `size` bytes. */

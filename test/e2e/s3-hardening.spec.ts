@@ -9,6 +9,7 @@ import { rmSync } from 'node:fs';
 import { freshDataDir, freshServerEnv, ON_POSTGRES } from '../support/database';
 import { RunningServer, spawnServer } from '../support/server';
 import { pipelined, RawReply, S3Creds, s3Code, sendRaw, signS3 } from '../support/s3-signer';
+import { tfStateBytes } from '../support/tf-state';
 
 jest.setTimeout(180_000);
 
@@ -161,16 +162,7 @@ const lockBody = (id: string, key: string) =>
     }),
   );
 const tfState = (serial: number, lineage: string) =>
-  Buffer.from(
-    JSON.stringify({
-      version: 4,
-      terraform_version: '1.11.4',
-      serial,
-      lineage,
-      outputs: {},
-      resources: [],
-    }),
-  );
+  tfStateBytes({ serial, lineage, checkResults: false, compact: true, newline: false });
 
 /** The LockInfo ID the management API shows as held on `unit`, or the status when none. */
 async function heldLockId(unit: string): Promise<string | number> {

@@ -19,6 +19,7 @@ import { freshServerEnv } from '../support/database';
 import { CLI, FIXTURES } from '../support/paths';
 import { onPath } from '../support/processes';
 import { NODE, RunningServer, spawnServer } from '../support/server';
+import { tfStateBytes } from '../support/tf-state';
 
 jest.setTimeout(180_000);
 
@@ -115,13 +116,7 @@ async function stateOf(unit: string): Promise<Buffer | number> {
 }
 
 function tfState(serial: number, lineage: string): Buffer {
-  return Buffer.from(
-    JSON.stringify(
-      { version: 4, terraform_version: '1.11.4', serial, lineage, outputs: {}, resources: [] },
-      null,
-      2,
-    ) + '\n',
-  );
+  return tfStateBytes({ serial, lineage, checkResults: false });
 }
 
 /** Writes files under `dir` (relative path → content), creating folders. */

@@ -20,6 +20,7 @@ import { parseExposition, valueOf } from '../support/metrics';
 import { portIsFree } from '../support/processes';
 import { RawReply, S3Creds, s3Code, sendRaw, signS3 } from '../support/s3-signer';
 import { RunningServer, spawnServer } from '../support/server';
+import { tfStateBytes } from '../support/tf-state';
 
 jest.setTimeout(120_000);
 
@@ -37,14 +38,7 @@ let listenedAt: number;
 let creationDate: string | undefined;
 
 function tfState(serial: number, lineage: string, pad = ''): Buffer {
-  const outputs = pad === '' ? {} : { pad: { value: pad, type: 'string' } };
-  return Buffer.from(
-    JSON.stringify(
-      { version: 4, terraform_version: '1.11.4', serial, lineage, outputs, resources: [] },
-      null,
-      2,
-    ) + '\n',
-  );
+  return tfStateBytes({ serial, lineage, outputs: pad === '' ? {} : { pad }, checkResults: false });
 }
 
 async function api(path: string, init: RequestInit = {}): Promise<Response> {

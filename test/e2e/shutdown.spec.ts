@@ -26,6 +26,7 @@ import { freshServerEnv, ON_POSTGRES } from '../support/database';
 import { eventually, portIsFree } from '../support/processes';
 import { S3Creds, s3Code, signS3 } from '../support/s3-signer';
 import { RunningServer, spawnServer } from '../support/server';
+import { tfStateBytes } from '../support/tf-state';
 
 jest.setTimeout(300_000);
 
@@ -39,15 +40,7 @@ const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms
 /** A Terraform v4 state of about `size` bytes, unlike any other (random padding). */
 function tfState(serial: number, size: number): Buffer {
   const pad = randomBytes(Math.ceil((size * 3) / 4)).toString('base64url');
-  const state = {
-    version: 4,
-    terraform_version: '1.11.4',
-    serial,
-    lineage: randomUUID(),
-    outputs: { pad: { value: pad, type: 'string' } },
-    resources: [],
-  };
-  return Buffer.from(JSON.stringify(state, null, 2) + '\n');
+  return tfStateBytes({ serial, lineage: randomUUID(), outputs: { pad }, checkResults: false });
 }
 
 function lockInfo(id: string, path: string): string {

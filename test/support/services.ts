@@ -22,6 +22,7 @@ import { InspectionBudget } from '../../src/state/inspection-budget';
 import { OutputDigester } from '../../src/state/output-digester';
 import { StateWriteHooks } from '../../src/state/write-hooks';
 import { BlobStore } from '../../src/storage/blob-store';
+import { tfStateText } from './tf-state';
 
 Logger.overrideLogger(false);
 
@@ -104,24 +105,7 @@ export function tfState(
   lineage = 'lineage-1',
   outputs: Record<string, unknown> = {},
 ): string {
-  const out: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(outputs))
-    out[k] = { value: v, type: typeof v === 'number' ? 'number' : 'string' };
-  return (
-    JSON.stringify(
-      {
-        version: 4,
-        terraform_version: '1.11.4',
-        serial,
-        lineage,
-        outputs: out,
-        resources: [],
-        check_results: null,
-      },
-      null,
-      2,
-    ) + '\n'
-  );
+  return tfStateText({ serial, lineage, outputs });
 }
 
 export function body(text: string | Buffer): Readable {

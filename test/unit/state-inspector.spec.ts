@@ -1,12 +1,13 @@
 /**
  * StateInspector: streaming validation of state bodies.
  *
- * Throughput, measured 2026-11-30 with the "throughput" test below (it only logs) on this machine
- * (2-vCPU AMD EPYC VM, Node 20.20, shared with other jobs): a 57 MiB pretty-printed state in 64 KiB
- * chunks runs at 360-460 MiB/s when this file runs alone (best 462 MiB/s), and about 230 MiB/s
- * when all unit suites share the two CPUs. JSON.parse of the same body: 45-110 MiB/s. A bare
- * byte-at-a-time JS loop over a Buffer manages only ~300-600 MiB/s here, which is why the
- * inspector scans strings and indentation four bytes at a time.
+ * Throughput, measured 2026-11-30 by the measurement now in scripts/bench-inspector.mjs
+ * (`npm run bench:inspector`) on this machine (2-vCPU AMD EPYC VM, Node 20.20, shared with other
+ * jobs): a 57 MiB pretty-printed state in 64 KiB chunks runs at 360-460 MiB/s when measured alone
+ * (best 462 MiB/s), and about 230 MiB/s when all unit suites shared the two CPUs. JSON.parse of
+ * the same body: 45-110 MiB/s. A bare byte-at-a-time JS loop over a Buffer manages only
+ * ~300-600 MiB/s here, which is why the inspector scans strings and indentation four bytes at a
+ * time.
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -1221,81 +1222,6 @@ describe('StateInspector', () => {
         { numRuns: 2000 },
       );
     });
-  });
-
-  describe('throughput', () => {
-    /** A pretty-printed state of about `mib` MiB that looks like a real provider's. */
-    function bigState(mib: number): Buffer {
-      const policy = JSON.stringify({
-        Version: '2012-10-17',
-        Statement: [{ Effect: 'Allow', Action: ['s3:GetObject'], Resource: 'arn:aws:s3:::b/*' }],
-      });
-      const resources: unknown[] = [];
-      const state = {
-        version: 4,
-        terraform_version: '1.11.4',
-        serial: 42,
-        lineage: 'e539db4c-a061-564c-e3ad-4b3d4a924289',
-        outputs: { vpc_id: { value: 'vpc-0abc', type: 'string' } },
-        resources,
-        check_results: null,
-      };
-      const make = (i: number): unknown => ({
-        mode: 'managed',
-        type: 'aws_iam_role',
-        name: `role_${i}`,
-        provider: 'provider["registry.terraform.io/hashicorp/aws"]',
-        instances: [
-          {
-            index_key: `k${i}`,
-            schema_version: 0,
-            attributes: {
-              arn: `arn:aws:iam::123456789012:role/service-role-${i}`,
-              assume_role_policy: policy,
-              create_date: '2026-11-30T04:45:00Z',
-              description: `Rôle ${i} — managed by Terraform`,
-              force_detach_policies: false,
-              id: `service-role-${i}`,
-              max_session_duration: 3600,
-              tags: { Team: 'platform', Env: i % 2 === 0 ? 'prod' : 'dev', Cost: 12.5 },
-              managed_policy_arns: ['arn:aws:iam::aws:policy/ReadOnlyAccess'],
-              permissions_boundary: null,
-            },
-            sensitive_attributes: [],
-            dependencies: ['aws_iam_policy.base', `aws_s3_bucket.b${i % 7}`],
-          },
-        ],
-      });
-      const target = mib * 1024 * 1024;
-      const sample = JSON.stringify(make(0), null, 2).length + 8;
-      const count = Math.ceil(target / sample);
-      for (let i = 0; i < count; i++) resources.push(make(i));
-      return Buffer.from(`${JSON.stringify(state, null, 2)}\n`);
-    }
-
-    it('logs MB/s on a 50 MiB state fed in 64 KiB chunks', () => {
-      const body = bigState(50);
-      const mib = body.length / (1024 * 1024);
-      const rates: number[] = [];
-      for (let run = 0; run < 4; run++) {
-        const started = process.hrtime.bigint();
-        const inspector = new StateInspector();
-        for (let offset = 0; offset < body.length; offset += 65536) {
-          inspector.write(body.subarray(offset, offset + 65536));
-        }
-        expect(inspector.end()).toMatchObject({ kind: 'terraform', serial: 42 });
-        rates.push(mib / (Number(process.hrtime.bigint() - started) / 1e9));
-      }
-      const started = process.hrtime.bigint();
-      JSON.parse(body.toString('utf8'));
-      const parseRate = mib / (Number(process.hrtime.bigint() - started) / 1e9);
-      console.log(
-        `StateInspector: ${mib.toFixed(1)} MiB state, MiB/s per run: ${rates
-          .map((r) => r.toFixed(0))
-          .join(', ')} (best ${Math.max(...rates).toFixed(0)}); ` +
-          `JSON.parse of the same body: ${parseRate.toFixed(0)} MiB/s`,
-      );
-    }, 120_000);
   });
 });
 
