@@ -1,5 +1,6 @@
 import { S3Error } from './s3-errors';
 import { el, S3_NS } from './s3-xml';
+import { encodeListingValue } from './s3-uri';
 
 /**
  * S3's bucket listings — ListObjects (v1, paged by `marker`) and ListObjectsV2 (paged by
@@ -137,12 +138,9 @@ export function listRequestV2(q: Map<string, string>): ListRequest {
   return { ...commonParameters(q), after };
 }
 
-/**
- * `encoding-type=url`: keys, prefixes, markers and delimiters percent-encoded (UTF-8) except
- * `/`, which clients (botocore's unquote, rclone's url.PathUnescape) read back alike.
- */
+/** `encoding-type=url`: keys, prefixes, markers, delimiters as `encodeListingValue` writes them. */
 function encoder(r: ListRequest): (s: string) => string {
-  return r.urlEncode ? (s) => encodeURIComponent(s).replace(/%2F/g, '/') : (s) => s;
+  return r.urlEncode ? encodeListingValue : (s) => s;
 }
 
 function entries(page: ListPage, enc: (s: string) => string): string {
