@@ -1,5 +1,7 @@
+import { encodeCursor, tryDecodeCursor } from '../common/cursor';
 import { S3Error } from './s3-errors';
 import { el, S3_NS } from './s3-xml';
+import { encodeListingValue } from './s3-uri';
 
 /**
  * S3's bucket listings — ListObjects (v1, paged by `marker`) and ListObjectsV2 (paged by
@@ -121,15 +123,16 @@ export function listRequestV1(q: Map<string, string>): ListRequest {
 }
 
 /**
- * A ListObjectsV2 request: the continuation token (this server's: the base64url of the last
- * key or common prefix returned) wins over start-after.
+ * A ListObjectsV2 request: the continuation token (this server's page cursor, `encodeCursor` of
+ * the last key or common prefix returned) wins over start-after. A token that is not one this
+ * server could have returned — empty included — is InvalidArgument.
  */
 export function listRequestV2(q: Map<string, string>): ListRequest {
   const token = q.get('continuation-token');
   let after = q.get('start-after') ?? '';
   if (token !== undefined) {
-    const decoded = Buffer.from(token, 'base64url').toString('utf8');
-    if (token === '' || Buffer.from(decoded, 'utf8').toString('base64url') !== token) {
+    const decoded = tryDecodeCursor(token);
+    if (decoded === undefined) {
       throw new S3Error('InvalidArgument', 'The continuation token provided is incorrect');
     }
     after = decoded;
@@ -137,12 +140,9 @@ export function listRequestV2(q: Map<string, string>): ListRequest {
   return { ...commonParameters(q), after };
 }
 
-/**
- * `encoding-type=url`: keys, prefixes, markers and delimiters percent-encoded (UTF-8) except
- * `/`, which clients (botocore's unquote, rclone's url.PathUnescape) read back alike.
- */
+/** `encoding-type=url`: keys, prefixes, markers, delimiters as `encodeListingValue` writes them. */
 function encoder(r: ListRequest): (s: string) => string {
-  return r.urlEncode ? (s) => encodeURIComponent(s).replace(/%2F/g, '/') : (s) => s;
+  return r.urlEncode ? encodeListingValue : (s) => s;
 }
 
 function entries(page: ListPage, enc: (s: string) => string): string {
@@ -195,7 +195,7 @@ export function listBucketResultV2(
     `${el('MaxKeys', r.maxKeys)}${el('KeyCount', page.contents.length + page.commonPrefixes.length)}${el('IsTruncated', page.truncated)}` +
     (token !== undefined ? el('ContinuationToken', token) : '') +
     (page.truncated && page.next !== undefined
-      ? el('NextContinuationToken', Buffer.from(page.next, 'utf8').toString('base64url'))
+      ? el('NextContinuationToken', encodeCursor(page.next))
       : '') +
     (q.has('start-after') ? el('StartAfter', enc(q.get('start-after') ?? '')) : '') +
     (r.urlEncode ? el('EncodingType', 'url') : '') +

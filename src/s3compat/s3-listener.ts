@@ -3,6 +3,7 @@ import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http
 import { randomUUID } from 'node:crypto';
 import { currentRequestContext } from '../common/request-context';
 import { markAtRoot, S3_PREFIX } from './s3-request';
+import { isDecodablePath } from './s3-uri';
 import { errorXml } from './s3-xml';
 
 /**
@@ -48,9 +49,7 @@ function refuse(res: ServerResponse, target: string): void {
  */
 export function rejectMalformedS3Path(req: Request, res: Response, next: NextFunction): void {
   const path = req.originalUrl.split('?')[0];
-  try {
-    for (const segment of path.split('/')) decodeURIComponent(segment);
-  } catch {
+  if (!isDecodablePath(path)) {
     answer(res, {
       code: 'InvalidURI',
       message:

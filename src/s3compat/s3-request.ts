@@ -5,7 +5,7 @@ import { Readable } from 'node:stream';
 import { readSmallBody } from '../common/raw-body';
 import { feed } from '../common/streams';
 import { S3Error } from './s3-errors';
-import { decodeQuery, percentDecode } from './sigv4';
+import { decodePathPart, decodeQuery } from './s3-uri';
 import type { HeaderMap } from './wire';
 
 /** Where the S3 door is mounted on the main listener. */
@@ -57,8 +57,8 @@ export function parseTarget(originalUrl: string, base = S3_PREFIX): S3Target {
     rawPath,
     rawQuery,
     query,
-    bucket: decode(rawBucket),
-    key: rawKey === '' ? undefined : decode(rawKey),
+    bucket: decodePathPart(rawBucket),
+    key: rawKey === '' ? undefined : decodePathPart(rawKey),
   };
 }
 
@@ -82,15 +82,6 @@ export function virtualHostedBucket(
     if (isIP(rest) !== 0 || rest === 'localhost' || selfHosts.includes(rest)) return bucket;
   }
   return undefined;
-}
-
-function decode(raw: string): string {
-  const bytes = percentDecode(raw, false);
-  const text = bytes.toString('utf8');
-  if (Buffer.compare(Buffer.from(text, 'utf8'), bytes) !== 0) {
-    throw new S3Error('InvalidArgument', 'the object key is not valid UTF-8');
-  }
-  return text;
 }
 
 export function headersOf(req: Request): HeaderMap {

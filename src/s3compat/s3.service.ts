@@ -37,6 +37,7 @@ import { MultipartRepository } from './multipart.repository';
 import type { ReplayGuard } from './replay-guard.service';
 import { S3Error } from './s3-errors';
 import { objectKey, resolveKey } from './s3-keys';
+import { encodeKeyPath } from './s3-uri';
 import {
   decodedBody,
   headersOf,
@@ -563,7 +564,7 @@ export class S3Service implements OnModuleInit, OnApplicationBootstrap, BeforeAp
     const etag = quoted(written.version.md5);
     return xml(
       200,
-      `<CompleteMultipartUploadResult xmlns="${S3_NS}">${el('Location', `${s3BaseOf(req)}/${bucket}/${key.split('/').map(encodeURIComponent).join('/')}`)}${el('Bucket', bucket)}${el('Key', key)}${el('ETag', etag)}</CompleteMultipartUploadResult>`,
+      `<CompleteMultipartUploadResult xmlns="${S3_NS}">${el('Location', `${s3BaseOf(req)}/${bucket}/${encodeKeyPath(key)}`)}${el('Bucket', bucket)}${el('Key', key)}${el('ETag', etag)}</CompleteMultipartUploadResult>`,
       sse(req),
     );
   }

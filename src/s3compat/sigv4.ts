@@ -13,6 +13,10 @@ import {
   singleHeader,
   toByteString,
 } from './wire';
+import { decodeQuery, reencodePath, splitQuery, uriEncodeBytes } from './s3-uri';
+
+/** The query reading routing shares with the signature check (defined in s3-uri.ts). */
+export { decodeQuery };
 
 /**
  * AWS Signature Version 4 verification for the S3 door, as pure functions (no Nest, no I/O).
@@ -163,87 +167,13 @@ export interface VerifyOptions {
 }
 
 // ---------------------------------------------------------------------------------------------
-// URI encoding
-
-const HEX_UPPER = '0123456789ABCDEF';
-const ENCODED_BYTE: string[] = [];
-for (let b = 0; b < 256; b++) {
-  const c = String.fromCharCode(b);
-  ENCODED_BYTE.push(/[A-Za-z0-9\-_.~]/.test(c) ? c : '%' + HEX_UPPER[b >> 4] + HEX_UPPER[b & 15]);
-}
-
-/** AWS UriEncode of bytes: unreserved characters as they are, everything else as %XX. */
-export function uriEncodeBytes(bytes: Uint8Array, keepSlash: boolean): string {
-  let out = '';
-  for (let i = 0; i < bytes.length; i++) {
-    const b = bytes[i];
-    out += keepSlash && b === 0x2f ? '/' : ENCODED_BYTE[b];
-  }
-  return out;
-}
-
-function hexVal(c: number): number {
-  if (c >= 0x30 && c <= 0x39) return c - 0x30;
-  if (c >= 0x41 && c <= 0x46) return c - 0x37;
-  if (c >= 0x61 && c <= 0x66) return c - 0x57;
-  return -1;
-}
-
-/** Percent-decodes a byte string to bytes; a `%` without two hex digits stays a literal `%`. */
-export function percentDecode(s: string, plusAsSpace: boolean): Buffer {
-  const out = Buffer.allocUnsafe(s.length);
-  let n = 0;
-  for (let i = 0; i < s.length; i++) {
-    const c = s.charCodeAt(i);
-    if (c === 0x25 && i + 2 < s.length) {
-      const h = hexVal(s.charCodeAt(i + 1));
-      const l = hexVal(s.charCodeAt(i + 2));
-      if (h >= 0 && l >= 0) {
-        out[n++] = (h << 4) | l;
-        i += 2;
-        continue;
-      }
-    }
-    out[n++] = plusAsSpace && c === 0x2b ? 0x20 : c & 0xff;
-  }
-  return out.subarray(0, n);
-}
+// Canonical URI and query (the percent-coding itself is s3-uri.ts)
 
 /** The canonical URI for a raw path (see the file header): raw first, re-encoded second. */
 export function canonicalUriCandidates(rawPath: string): string[] {
   const raw = toByteString(rawPath === '' ? '/' : rawPath);
-  const reencoded = raw
-    .split(/%2F/i)
-    .map((piece) => uriEncodeBytes(percentDecode(piece, false), true))
-    .join('%2F');
+  const reencoded = reencodePath(raw);
   return reencoded === raw ? [raw] : [raw, reencoded];
-}
-
-interface RawParam {
-  name: Buffer;
-  value: Buffer;
-}
-
-function splitQuery(rawQuery: string): RawParam[] {
-  const params: RawParam[] = [];
-  if (rawQuery === '') return params;
-  const q = toByteString(rawQuery);
-  for (const part of q.split('&')) {
-    if (part === '') continue;
-    const eq = part.indexOf('=');
-    const name = eq < 0 ? part : part.slice(0, eq);
-    const value = eq < 0 ? '' : part.slice(eq + 1);
-    params.push({ name: percentDecode(name, true), value: percentDecode(value, true) });
-  }
-  return params;
-}
-
-/**
- * The query parameters as name/value strings (UTF-8 decoded, `+` as space), in order — the same
- * reading the signature check uses, for routing.
- */
-export function decodeQuery(rawQuery: string): Array<[string, string]> {
-  return splitQuery(rawQuery).map((p) => [p.name.toString('utf8'), p.value.toString('utf8')]);
 }
 
 function compareAscii(a: string, b: string): number {

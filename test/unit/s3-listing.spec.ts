@@ -9,6 +9,7 @@ import {
   listRequestV2,
   sortForListing,
 } from '../../src/s3compat/listing';
+import { encodeCursor } from '../../src/common/cursor';
 import { S3Error } from '../../src/s3compat/s3-errors';
 
 /**
@@ -251,5 +252,167 @@ describe('both listing versions page to the same whole listing, whatever the pag
       }),
       { numRuns: RUNS * 3 },
     );
+  });
+});
+
+describe('paging and grouping, as tables (v1 and v2 share listPage)', () => {
+  const all = objects('a', 'a/', 'a//b', 'a/b/c', 'a/b/d', 'a/c', 'b', 'b//', 'c/d/e');
+  type Row = [
+    string,
+    Record<string, string>,
+    { keys: string[]; prefixes: string[]; next?: string },
+  ];
+  const page = (r: ReturnType<typeof listRequestV1>) => {
+    const p = listPage(all, r);
+    return {
+      keys: p.contents.map((o) => o.key),
+      prefixes: p.commonPrefixes,
+      ...(p.truncated ? { next: p.next } : {}),
+    };
+  };
+  const rows: Row[] = [
+    ['empty prefix, no delimiter: every key', {}, { keys: all.map((o) => o.key), prefixes: [] }],
+    [
+      'delimiter: keys without it, one common prefix per first segment',
+      { delimiter: '/' },
+      { keys: ['a', 'b'], prefixes: ['a/', 'b/', 'c/'] },
+    ],
+    [
+      'a key ending in the delimiter rolls into its own common prefix',
+      { delimiter: '/', prefix: 'a' },
+      { keys: ['a'], prefixes: ['a/'] },
+    ],
+    [
+      'prefix ending in the delimiter: the prefix itself is a key, a repeated delimiter a prefix',
+      { delimiter: '/', prefix: 'a/' },
+      { keys: ['a/', 'a/c'], prefixes: ['a//', 'a/b/'] },
+    ],
+    [
+      'a multi-character delimiter, repeated in keys',
+      { delimiter: '//' },
+      { keys: ['a', 'a/', 'a/b/c', 'a/b/d', 'a/c', 'b', 'c/d/e'], prefixes: ['a//', 'b//'] },
+    ],
+    ['a prefix nothing starts with', { prefix: 'z', delimiter: '/' }, { keys: [], prefixes: [] }],
+    [
+      'max-keys 1: one entry, truncated, the next page starts after it',
+      { 'max-keys': '1', delimiter: '/' },
+      { keys: ['a'], prefixes: [], next: 'a' },
+    ],
+    [
+      'a common prefix counts once against max-keys',
+      { 'max-keys': '2', delimiter: '/' },
+      { keys: ['a'], prefixes: ['a/'], next: 'a/' },
+    ],
+    [
+      'max-keys equal to what is left: not truncated',
+      { 'max-keys': '5', delimiter: '/' },
+      { keys: ['a', 'b'], prefixes: ['a/', 'b/', 'c/'] },
+    ],
+    [
+      'max-keys 0: empty and not truncated',
+      { 'max-keys': '0', delimiter: '/' },
+      { keys: [], prefixes: [] },
+    ],
+    [
+      'max-keys with leading zeros',
+      { 'max-keys': '0001' },
+      { keys: ['a'], prefixes: [], next: 'a' },
+    ],
+  ];
+
+  it.each(rows)('v1: %s', (_what, params, expected) => {
+    expect(page(listRequestV1(query(params)))).toEqual(expected);
+  });
+
+  it.each(rows)('v2: %s', (_what, params, expected) => {
+    expect(page(listRequestV2(query({ ...params, 'list-type': '2' })))).toEqual(expected);
+  });
+
+  const starts: Array<[string, Record<string, string>, string[]]> = [
+    ['v1 marker before every key', { marker: '' }, ['a', 'a/', 'b', 'b/', 'c/']],
+    ['v1 marker between keys', { marker: 'a0' }, ['b', 'b/', 'c/']],
+    ['v1 marker inside a common prefix skips it', { marker: 'a/b/c' }, ['b', 'b/', 'c/']],
+    ['v1 marker after every key', { marker: 'd' }, []],
+    ['v2 start-after', { 'list-type': '2', 'start-after': 'a/' }, ['b', 'b/', 'c/']],
+    [
+      'v2 continuation token wins over start-after',
+      { 'list-type': '2', 'start-after': 'a/', 'continuation-token': encodeCursor('b') },
+      ['b/', 'c/'],
+    ],
+  ];
+  it.each(starts)('%s', (_what, params, expected) => {
+    const q = query({ ...params, delimiter: '/' });
+    const r = q.has('list-type') ? listRequestV2(q) : listRequestV1(q);
+    const p = listPage(all, r);
+    expect(inOrder([...p.contents.map((o) => o.key), ...p.commonPrefixes])).toEqual(expected);
+  });
+
+  it('more than 1000 keys: pages of 1000 whatever max-keys asks, then the rest', () => {
+    const many = objects(
+      ...Array.from({ length: 1001 }, (_, i) => `k${String(i).padStart(4, '0')}`),
+    );
+    for (const maxKeys of ['1000', '1001', '5000', '9999999999']) {
+      const first = listPage(many, listRequestV2(query({ 'list-type': '2', 'max-keys': maxKeys })));
+      expect(first.contents).toHaveLength(1000);
+      expect(first).toMatchObject({ truncated: true, next: 'k0999' });
+      const q = query({ 'list-type': '2', 'continuation-token': encodeCursor('k0999') });
+      const second = listPage(many, listRequestV2(q));
+      expect(second.contents.map((o) => o.key)).toEqual(['k1000']);
+      expect(second.truncated).toBe(false);
+    }
+    expect(listPage(many.slice(0, 1000), listRequestV1(query({}))).truncated).toBe(false);
+  });
+
+  it('v2: KeyCount counts keys and common prefixes; the token is the cursor of the last entry', () => {
+    const q = query({ 'list-type': '2', delimiter: '/', 'max-keys': '3' });
+    const r = listRequestV2(q);
+    const xml = listBucketResultV2('tfstate', r, listPage(all, r), q);
+    expect(xml).toContain('<KeyCount>3</KeyCount><IsTruncated>true</IsTruncated>');
+    expect(xml).toContain(`<NextContinuationToken>${encodeCursor('b')}</NextContinuationToken>`);
+    expect(xml).not.toContain('<ContinuationToken>');
+    const zero = query({ 'list-type': '2', 'max-keys': '0' });
+    const rz = listRequestV2(zero);
+    expect(listBucketResultV2('tfstate', rz, listPage(all, rz), zero)).toContain(
+      '<MaxKeys>0</MaxKeys><KeyCount>0</KeyCount><IsTruncated>false</IsTruncated>',
+    );
+  });
+
+  it('v1: NextMarker only on a truncated page; Marker echoes the request', () => {
+    const q = query({ delimiter: '/', marker: 'a0', 'max-keys': '1' });
+    const r = listRequestV1(q);
+    const xml = listBucketResultV1('tfstate', r, listPage(all, r), q);
+    expect(xml).toContain('<Marker>a0</Marker>');
+    expect(xml).toContain('<NextMarker>b</NextMarker>');
+    const rest = query({ delimiter: '/', marker: 'b/' });
+    const rr = listRequestV1(rest);
+    expect(listBucketResultV1('tfstate', rr, listPage(all, rr), rest)).not.toContain('NextMarker');
+  });
+
+  const badTokens: Array<[string, string]> = [
+    ['empty', ''],
+    ['not base64url', '!!'],
+    ['padded base64', `${encodeCursor('a')}==`],
+    ['standard base64 alphabet', Buffer.from('\u00ff\u00fe').toString('base64')],
+    ['decodes to bytes that are not UTF-8', Buffer.from([0xff]).toString('base64url')],
+  ];
+  it.each(badTokens)('v2: a continuation token that is %s is InvalidArgument', (_what, token) => {
+    let error: unknown;
+    try {
+      listRequestV2(query({ 'list-type': '2', 'continuation-token': token }));
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toBeInstanceOf(S3Error);
+    expect(error).toMatchObject({
+      code: 'InvalidArgument',
+      message: 'The continuation token provided is incorrect',
+    });
+  });
+
+  const badMaxKeys = ['', '-1', '1.5', ' 1', '12345678901', 'x'];
+  it.each(badMaxKeys)('max-keys %p is InvalidArgument (v1 and v2)', (maxKeys) => {
+    for (const read of [listRequestV1, listRequestV2]) {
+      expect(() => read(query({ 'max-keys': maxKeys }))).toThrow(S3Error);
+    }
   });
 });
