@@ -10,26 +10,16 @@
 //
 //  It exits non-zero if any run decodes a different number of bytes than it was given.
 import { createHash, createHmac, randomBytes } from 'node:crypto';
-import { createRequire } from 'node:module';
-import { dirname, join } from 'node:path';
 import { Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { fileURLToPath } from 'node:url';
-
-const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-const require = createRequire(import.meta.url);
-require('./build-if-stale.js').buildIfStale();
-const dist = (p) => require(join(root, 'dist/src', p));
+import { dist, numberArg } from './bench-support.mjs';
 const { AwsChunkedParser } = dist('s3compat/aws-chunked.js');
 const { checksumBase64 } = dist('s3compat/checksums.js');
 const { bodyTransforms, planRequestBody } = dist('s3compat/request-body.js');
 const { deriveSigningKey } = dist('s3compat/sigv4.js');
 
-const args = process.argv.slice(2);
-const arg = (name, def) =>
-  Number(args.find((a) => a.startsWith(`--${name}=`))?.split('=')[1] ?? def);
-const MIB = arg('mib', 50);
-const ROUNDS = arg('rounds', 3);
+const MIB = numberArg('mib', 50);
+const ROUNDS = numberArg('rounds', 3);
 const PIECE = 65536;
 
 const AKID = 'AKIAIOSFODNN7EXAMPLE';

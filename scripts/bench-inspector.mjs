@@ -5,20 +5,12 @@
 //  The state looks like a real provider's: `aws_iam_role` resources with nested attributes, a
 //  policy document as an escaped string, non-ASCII text, numbers, booleans and nulls. It exits
 //  non-zero if the inspector does not read the body as the serial-42 Terraform state it is.
-import { createRequire } from 'node:module';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { dist, numberArg } from './bench-support.mjs';
 
-const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-const require = createRequire(import.meta.url);
-require('./build-if-stale.js').buildIfStale();
-const { StateInspector } = require(join(root, 'dist/src/state/state-inspector.js'));
+const { StateInspector } = dist('state/state-inspector.js');
 
-const args = process.argv.slice(2);
-const arg = (name, def) =>
-  Number(args.find((a) => a.startsWith(`--${name}=`))?.split('=')[1] ?? def);
-const MIB = arg('mib', 50);
-const RUNS = arg('runs', 4);
+const MIB = numberArg('mib', 50);
+const RUNS = numberArg('runs', 4);
 const CHUNK = 65536;
 
 /** A pretty-printed state of about `mib` MiB that looks like a real provider's. */

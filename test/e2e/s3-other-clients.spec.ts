@@ -18,7 +18,7 @@ import { delimiter, join } from 'node:path';
 import { freshServerEnv } from '../support/database';
 import { CLI, FIXTURES } from '../support/paths';
 import { onPath } from '../support/processes';
-import { NODE, RunningServer, spawnServer } from '../support/server';
+import { apiFetch, NODE, RunningServer, spawnServer } from '../support/server';
 import { tfStateBytes } from '../support/tf-state';
 
 jest.setTimeout(180_000);
@@ -95,12 +95,7 @@ function awsCliV2(): string {
   );
 }
 
-async function api(path: string, init: RequestInit = {}): Promise<Response> {
-  return fetch(`${server.url}${path}`, {
-    ...init,
-    headers: { ...server.auth, ...(init.headers as Record<string, string> | undefined) },
-  });
-}
+const api = (path: string, init?: RequestInit): Promise<Response> => apiFetch(server, path, init);
 
 async function versions(unit: string): Promise<number[] | 'no unit'> {
   const r = await api(`/v1/units/${encodeURIComponent(unit)}/versions`);

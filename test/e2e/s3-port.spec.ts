@@ -19,7 +19,7 @@ import { FIXTURES } from '../support/paths';
 import { parseExposition, valueOf } from '../support/metrics';
 import { portIsFree } from '../support/processes';
 import { RawReply, S3Creds, s3Code, sendRaw, signS3 } from '../support/s3-signer';
-import { RunningServer, spawnServer } from '../support/server';
+import { apiFetch, RunningServer, spawnServer } from '../support/server';
 import { tfStateBytes } from '../support/tf-state';
 
 jest.setTimeout(120_000);
@@ -41,12 +41,7 @@ function tfState(serial: number, lineage: string, pad = ''): Buffer {
   return tfStateBytes({ serial, lineage, outputs: pad === '' ? {} : { pad }, checkResults: false });
 }
 
-async function api(path: string, init: RequestInit = {}): Promise<Response> {
-  return fetch(`${server.url}${path}`, {
-    ...init,
-    headers: { ...server.auth, ...(init.headers as Record<string, string> | undefined) },
-  });
-}
+const api = (path: string, init?: RequestInit): Promise<Response> => apiFetch(server, path, init);
 
 async function credentialsFor(subject: string): Promise<S3Creds> {
   const token = await api('/v1/auth/tokens', {

@@ -111,6 +111,18 @@ export async function spawnServer(
   };
 }
 
+/** A request to the server's management API with the bootstrap token (headers may add more). */
+export function apiFetch(
+  server: Pick<RunningServer, 'url' | 'auth'>,
+  path: string,
+  init: RequestInit = {},
+): Promise<Response> {
+  return fetch(`${server.url}${path}`, {
+    ...init,
+    headers: { ...server.auth, ...(init.headers as Record<string, string> | undefined) },
+  });
+}
+
 /** Runs the CLI to completion and returns its exit code and output. */
 export async function runCli(
   args: string[],

@@ -32,7 +32,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freshServerEnv } from '../support/database';
 import { runTerraform, TERRAFORM, TERRAFORM_MISSING, TfResult } from '../support/terraform';
-import { RunningServer, spawnServer } from '../support/server';
+import { apiFetch, RunningServer, spawnServer } from '../support/server';
 
 jest.setTimeout(120_000);
 
@@ -121,12 +121,7 @@ describe('real terraform through backend "http"', () => {
     if (r.code !== code) throw new Error(`${what}: exit ${r.code}, expected ${code}:\n${r.output}`);
   }
 
-  async function api(path: string, init: RequestInit = {}): Promise<Response> {
-    return fetch(`${server.url}${path}`, {
-      ...init,
-      headers: { ...server.auth, ...(init.headers as Record<string, string> | undefined) },
-    });
-  }
+  const api = (path: string, init?: RequestInit): Promise<Response> => apiFetch(server, path, init);
 
   async function versions(): Promise<VersionItem[]> {
     const r = await api(`/v1/units/${unitPath}/versions`);
