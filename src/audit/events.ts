@@ -9,9 +9,10 @@ export type ChangeFields = Pick<
 > & { outcome?: SecurityEvent['outcome'] };
 
 /**
- * The audit event of a change a principal made (a write, a lock, a declared edge, …): the one
- * place that says how such events are built, so every module records the same shape.
- * `outcome` defaults to `success`.
+ * The audit event of something a principal did to a unit or the graph (a write, a read, a lock,
+ * a refused force-unlock, a declared edge, …): the one place that says how such events are
+ * built, so the state, lock and graph services record the same shape. `outcome` defaults to
+ * `success`.
  */
 export function changeEvent(
   principal: Pick<Principal, 'subject'> | string,

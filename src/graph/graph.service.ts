@@ -1,6 +1,7 @@
 import { Inject, Injectable, OnModuleInit } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { AuditService } from '../audit/audit.service';
+import { changeEvent } from '../audit/events';
 import type { Principal } from '../auth/principal';
 import { DomainError, invalidRequest } from '../common/errors';
 import { assertUnitName, assertWorkspace } from '../common/names';
@@ -343,16 +344,16 @@ export class GraphService implements StateWriteHook, OnModuleInit {
           `an edge named ${name} from ${nodeKey(producer)} to ${nodeKey(consumer)} is already declared`,
         );
       }
-      await this.audit.recordIn(m, {
-        type: 'graph.edge_declared',
-        actor: principal.subject,
-        outcome: 'success',
-        action: 'graph.write',
-        unit: consumer.unit,
-        workspace: consumer.workspace,
-        door: 'api',
-        details: { edge: inserted.id, producer: nodeKey(producer), name },
-      });
+      await this.audit.recordIn(
+        m,
+        changeEvent(principal, 'graph.edge_declared', {
+          action: 'graph.write',
+          unit: consumer.unit,
+          workspace: consumer.workspace,
+          door: 'api',
+          details: { edge: inserted.id, producer: nodeKey(producer), name },
+        }),
+      );
       return inserted;
     });
     const producers = await this.producerStates([row]);
@@ -376,16 +377,16 @@ export class GraphService implements StateWriteHook, OnModuleInit {
     await this.authz.authorize(principal, 'graph.write', consumerOf(row));
     await this.repo.transaction(async (m) => {
       if (!(await this.repo.deleteEdge(m, id))) throw new DomainError('not_found', `no edge ${id}`);
-      await this.audit.recordIn(m, {
-        type: 'graph.edge_deleted',
-        actor: principal.subject,
-        outcome: 'success',
-        action: 'graph.write',
-        unit: row.consumer_unit,
-        workspace: row.consumer_workspace,
-        door: 'api',
-        details: { edge: id, producer: nodeKey(producerOf(row)), name: row.name },
-      });
+      await this.audit.recordIn(
+        m,
+        changeEvent(principal, 'graph.edge_deleted', {
+          action: 'graph.write',
+          unit: row.consumer_unit,
+          workspace: row.consumer_workspace,
+          door: 'api',
+          details: { edge: id, producer: nodeKey(producerOf(row)), name: row.name },
+        }),
+      );
     });
   }
 

@@ -4,6 +4,7 @@ import { Readable } from 'node:stream';
 import { EntityManager } from 'typeorm';
 import type { TransactionStep } from '../database/sql';
 import { AuditService, SecurityEventInput } from '../audit/audit.service';
+import { changeEvent } from '../audit/events';
 import { decodeCursor, encodeCursor } from '../common/cursor';
 import { Principal } from '../auth/principal';
 import { APP_CONFIG, AppConfig, Failpoint } from '../config/config';
@@ -177,14 +178,11 @@ export class StateService {
     assertUnitName(name);
     const may = await this.mayActOn(principal, 'unit.delete', name, undefined);
     await this.audited(
-      {
-        type: 'unit.delete',
-        actor: principal.subject,
-        outcome: 'success',
+      changeEvent(principal, 'unit.delete', {
         action: 'unit.delete',
         unit: name,
         door,
-      },
+      }),
       async (m) => {
         const unit = await this.repo.lockUnit(m, name);
         if (!unit || unit.deleted_at) throw unitNotFound(name);
@@ -212,15 +210,12 @@ export class StateService {
     assertUnitName(name);
     const may = await this.mayActOn(principal, 'unit.delete', name, workspace);
     await this.audited(
-      {
-        type: workspace === undefined ? 'unit.undelete' : 'state.undelete',
-        actor: principal.subject,
-        outcome: 'success',
+      changeEvent(principal, workspace === undefined ? 'unit.undelete' : 'state.undelete', {
         action: 'unit.delete',
         unit: name,
         workspace,
         door: 'api',
-      },
+      }),
       async (m) => {
         const unit = await this.repo.lockUnit(m, name);
         if (!unit) throw unitNotFound(name);
@@ -256,16 +251,14 @@ export class StateService {
     assertUnitName(name);
     const may = await this.mayActOn(principal, 'unit.purge', name, workspace);
     const keys = await this.audited(
-      (blobs: string[]) => ({
-        type: workspace === undefined ? ('unit.purge' as const) : ('state.purge' as const),
-        actor: principal.subject,
-        outcome: 'success' as const,
-        action: 'unit.purge',
-        unit: name,
-        workspace,
-        door: 'api' as const,
-        details: { blobs: blobs.length },
-      }),
+      (blobs: string[]) =>
+        changeEvent(principal, workspace === undefined ? 'unit.purge' : 'state.purge', {
+          action: 'unit.purge',
+          unit: name,
+          workspace,
+          door: 'api',
+          details: { blobs: blobs.length },
+        }),
       async (m) => {
         const unit = await this.repo.lockUnit(m, name);
         if (!unit) throw unitNotFound(name);
@@ -451,20 +444,20 @@ export class StateService {
       this.config.maxVersions > 0
         ? await this.repo.pruneVersions(m, state.id, version.version, this.config.maxVersions)
         : [];
-    await this.audit.recordIn(m, {
-      type: 'state.write',
-      actor: req.principal.subject,
-      outcome: 'success',
-      action: 'unit.write',
-      unit: req.unit,
-      workspace: req.workspace,
-      door: req.door,
-      details: {
-        version: version.version,
-        serial: serial,
-        lineage_changed: decision.lineageChanged,
-      },
-    });
+    await this.audit.recordIn(
+      m,
+      changeEvent(req.principal, 'state.write', {
+        action: 'unit.write',
+        unit: req.unit,
+        workspace: req.workspace,
+        door: req.door,
+        details: {
+          version: version.version,
+          serial: serial,
+          lineage_changed: decision.lineageChanged,
+        },
+      }),
+    );
     return { created: true, version, pruned };
   }
 
@@ -527,15 +520,12 @@ export class StateService {
     await this.authz.authorize(principal, 'unit.read', addr);
     await this.authz.authorize(principal, 'unit.write', addr);
     await this.audited(
-      {
-        type: 'state.delete',
-        actor: principal.subject,
-        outcome: 'success',
+      changeEvent(principal, 'state.delete', {
         action: 'unit.write',
         unit: addr.unit,
         workspace: addr.workspace,
         door,
-      },
+      }),
       async (m) => {
         const unit = await this.liveUnit(m, addr.unit);
         const found = await this.repo.findState(m, unit.id, addr.workspace);
@@ -666,15 +656,14 @@ export class StateService {
     version: number,
     synthesized: boolean,
   ): void {
-    this.audit.record({
-      type: 'state.read',
-      actor: principal.subject,
-      outcome: 'success',
-      action: synthesized ? 'outputs.read' : 'unit.read',
-      unit: addr.unit,
-      workspace: addr.workspace,
-      details: { version, synthesized },
-    });
+    this.audit.record(
+      changeEvent(principal, 'state.read', {
+        action: synthesized ? 'outputs.read' : 'unit.read',
+        unit: addr.unit,
+        workspace: addr.workspace,
+        details: { version, synthesized },
+      }),
+    );
   }
 
   /** Live states with a current version that the caller may read (S3 listings). */
@@ -781,16 +770,14 @@ export class StateService {
     };
     const prepared = ctx ? await this.hooks.prepareAll(ctx) : [];
     const result = await this.audited(
-      (r: { created: boolean; version: VersionRow }) => ({
-        type: 'state.restore' as const,
-        actor: principal.subject,
-        outcome: 'success' as const,
-        action: 'version.restore',
-        unit: addr.unit,
-        workspace: addr.workspace,
-        door: 'api' as const,
-        details: { from_version: n, new_version: r.version.version, created: r.created },
-      }),
+      (r: { created: boolean; version: VersionRow }) =>
+        changeEvent(principal, 'state.restore', {
+          action: 'version.restore',
+          unit: addr.unit,
+          workspace: addr.workspace,
+          door: 'api',
+          details: { from_version: n, new_version: r.version.version, created: r.created },
+        }),
       async (m) => {
         // Share-locked like a write's: a unit delete waits for us, or we see it deleted (making
         // the state current again must not leave a live state under a deleted unit).

@@ -67,16 +67,16 @@ export class LocksService {
         const won = await this.locks.tryInsert(m, stateId, id, infoJson, principal.subject);
         if (won) {
           await options.inTransaction?.(m);
-          await this.audit.recordIn(m, {
-            type: 'lock.acquire',
-            actor: principal.subject,
-            outcome: 'success',
-            action: 'unit.lock',
-            unit: addr.unit,
-            workspace: addr.workspace,
-            door: options.door,
-            details: { lock_id: id },
-          });
+          await this.audit.recordIn(
+            m,
+            changeEvent(principal, 'lock.acquire', {
+              action: 'unit.lock',
+              unit: addr.unit,
+              workspace: addr.workspace,
+              door: options.door,
+              details: { lock_id: id },
+            }),
+          );
           acquired = true;
           return won;
         }
@@ -203,15 +203,15 @@ export class LocksService {
     try {
       await this.authz.authorize(principal, 'unit.force-unlock', addr);
     } catch (e) {
-      this.audit.record({
-        type: 'lock.force_unlock',
-        actor: principal.subject,
-        outcome: 'denied',
-        action: 'unit.force-unlock',
-        unit: addr.unit,
-        workspace: addr.workspace,
-        door,
-      });
+      this.audit.record(
+        changeEvent(principal, 'lock.force_unlock', {
+          outcome: 'denied',
+          action: 'unit.force-unlock',
+          unit: addr.unit,
+          workspace: addr.workspace,
+          door,
+        }),
+      );
       throw e;
     }
     const removed = await this.repo.transaction(async (m) => {
@@ -221,18 +221,18 @@ export class LocksService {
       }
       const lock = state ? await this.locks.deleteAny(m, state.id) : undefined;
       if (lock) await options.inTransaction?.(m);
-      await this.audit.recordIn(m, {
-        type: 'lock.force_unlock',
-        actor: principal.subject,
-        outcome: 'success',
-        action: 'unit.force-unlock',
-        unit: addr.unit,
-        workspace: addr.workspace,
-        door,
-        details: lock
-          ? { lock_id: lock.id, holder: lock.principal, held_since: lock.createdAt.toISOString() }
-          : { lock_id: null },
-      });
+      await this.audit.recordIn(
+        m,
+        changeEvent(principal, 'lock.force_unlock', {
+          action: 'unit.force-unlock',
+          unit: addr.unit,
+          workspace: addr.workspace,
+          door,
+          details: lock
+            ? { lock_id: lock.id, holder: lock.principal, held_since: lock.createdAt.toISOString() }
+            : { lock_id: null },
+        }),
+      );
       return lock;
     });
     if (removed) this.metrics?.forceUnlocked(door);
