@@ -16,7 +16,6 @@ import { headerValue } from '../common/raw-body';
 import { feed } from '../common/streams';
 import { MAX_LOCK_INFO_BYTES } from '../state/locks/lock-info';
 import { LocksService } from '../state/locks/locks.service';
-import { AuthorizationService } from '../rbac/authorization.service';
 import { StateAddress, StateService } from '../state/state.service';
 import { BLOB_STORE, BlobStore } from '../storage/blob-store';
 import { deleteBlobs } from '../storage/delete-blobs';
@@ -80,7 +79,6 @@ export class S3Service implements OnModuleInit, OnApplicationBootstrap, BeforeAp
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     private readonly states: StateService,
     private readonly locks: LocksService,
-    private readonly authz: AuthorizationService,
     private readonly uploads: MultipartRepository,
     private readonly buckets: BucketRepository,
     @Inject(BLOB_STORE) private readonly blobs: BlobStore,
@@ -422,8 +420,7 @@ export class S3Service implements OnModuleInit, OnApplicationBootstrap, BeforeAp
     const { kind, addr } = this.resolve(key);
     if (kind === 'lock')
       throw new S3Error('InvalidRequest', 'lock objects are written with PutObject');
-    await this.authz.authorize(principal, 'unit.read', addr);
-    await this.authz.authorize(principal, 'unit.write', addr);
+    await this.states.authorizeWrite(principal, addr);
     const uploadId = randomBytes(24).toString('base64url');
     await this.uploads.create(
       {

@@ -22,7 +22,7 @@ import { guardWrite } from './serial-guard';
 import { StateWriteHooks, WriteContext } from './write-hooks';
 import { StateIngest, tooLarge } from './state-ingest';
 import { InspectedState, StateInspector } from './state-inspector';
-import { StateRepository, StateRow, UnitRow, VersionRow } from './state.repository';
+import { NewVersion, StateRepository, StateRow, UnitRow, VersionRow } from './state.repository';
 import {
   Door,
   OutputsView,
@@ -299,6 +299,16 @@ export class StateService {
   // ---------------------------------------------------------------- state
 
   /**
+   * What changing a state's bytes needs, through every door (write, restore, delete, an S3
+   * multipart upload): `unit.write`, and `unit.read` too — a writer that only saw a synthesized
+   * state must not write. Throws the refusal (403) naming the first action missing.
+   */
+  async authorizeWrite(principal: Principal, addr: StateAddress): Promise<void> {
+    await this.authz.authorize(principal, 'unit.read', addr);
+    await this.authz.authorize(principal, 'unit.write', addr);
+  }
+
+  /**
    * The write path. 1) stream the body into a new blob while hashing and inspecting it; the
    * blob is durable before step 2 and nothing points at it yet. 2) one transaction: lock the
    * state row, check the lock authority and the serial guard against the current version,
@@ -308,9 +318,7 @@ export class StateService {
   async write(req: WriteRequest): Promise<WriteResultView> {
     assertUnitName(req.unit);
     const resource = { unit: req.unit, workspace: req.workspace };
-    // Writing needs read access too: a writer that only saw a synthesized state must not write.
-    await this.authz.authorize(req.principal, 'unit.read', resource);
-    await this.authz.authorize(req.principal, 'unit.write', resource);
+    await this.authorizeWrite(req.principal, resource);
     await this.assertMayCreateOnUse(req.principal, req.unit);
     if (req.contentLength !== undefined && req.contentLength > this.config.maxStateBytes) {
       req.body.resume();
@@ -420,7 +428,7 @@ export class StateService {
       case 'accept':
         break;
     }
-    const version = await this.repo.insertVersion(m, state, {
+    const { version, pruned } = await this.commitVersion(m, state, {
       state_id: state.id,
       serial: serial === null ? null : String(serial),
       lineage,
@@ -439,11 +447,6 @@ export class StateService {
       door: req.door,
       restored_from: null,
     });
-    await this.repo.setCurrent(m, state.id, version.id);
-    const pruned =
-      this.config.maxVersions > 0
-        ? await this.repo.pruneVersions(m, state.id, version.version, this.config.maxVersions)
-        : [];
     await this.audit.recordIn(
       m,
       changeEvent(req.principal, 'state.write', {
@@ -459,6 +462,25 @@ export class StateService {
       }),
     );
     return { created: true, version, pruned };
+  }
+
+  /**
+   * A new version becomes the state's current one, in the caller's transaction (a write and a
+   * restore alike): inserted, pointed at, and the oldest beyond STATEHOUSE_MAX_VERSIONS pruned.
+   * Returns the blob keys no version refers to any more, to delete after the commit.
+   */
+  private async commitVersion(
+    m: EntityManager,
+    state: StateRow,
+    v: NewVersion,
+  ): Promise<{ version: VersionRow; pruned: string[] }> {
+    const version = await this.repo.insertVersion(m, state, v);
+    await this.repo.setCurrent(m, state.id, version.id);
+    const pruned =
+      this.config.maxVersions > 0
+        ? await this.repo.pruneVersions(m, state.id, version.version, this.config.maxVersions)
+        : [];
+    return { version, pruned };
   }
 
   /** The current version of a live state, or null (no state, or the state is deleted). */
@@ -517,8 +539,7 @@ export class StateService {
     } = {},
   ): Promise<void> {
     assertUnitName(addr.unit);
-    await this.authz.authorize(principal, 'unit.read', addr);
-    await this.authz.authorize(principal, 'unit.write', addr);
+    await this.authorizeWrite(principal, addr);
     await this.audited(
       changeEvent(principal, 'state.delete', {
         action: 'unit.write',
@@ -758,8 +779,7 @@ export class StateService {
     assertUnitName(addr.unit);
     await this.authz.authorize(principal, 'version.restore', addr);
     // A restore writes the state: what a write needs, so that no deny of either is bypassed.
-    await this.authz.authorize(principal, 'unit.read', addr);
-    await this.authz.authorize(principal, 'unit.write', addr);
+    await this.authorizeWrite(principal, addr);
     // The restored version's consequences (its remote states, for the graph) as for a write.
     const stored = await this.inspectStored(addr, n);
     const ctx: WriteContext | undefined = stored && {
@@ -797,20 +817,15 @@ export class StateService {
         if (current && current.sha256 === source.sha256) {
           return { created: false, version: current, pruned: [] as string[] };
         }
-        const version = await this.repo.insertVersion(m, state, {
+        const { version, pruned } = await this.commitVersion(m, state, {
           ...source,
           created_by: principal.subject,
           door: 'api',
           restored_from: source.version,
         });
-        await this.repo.setCurrent(m, state.id, version.id);
         if (ctx && stored?.sha256 === source.sha256) {
           await this.hooks.applyAll(m, { ...ctx, version }, prepared);
         }
-        const pruned =
-          this.config.maxVersions > 0
-            ? await this.repo.pruneVersions(m, state.id, version.version, this.config.maxVersions)
-            : [];
         return { created: true, version, pruned };
       },
     );
