@@ -21,7 +21,7 @@ import { printHeldNotices, StartAborted, StartupError } from './common/startup';
 import { Standby, waitForMigrations } from './database/schema-wait';
 import { openStandbyListener } from './health/standby-listener';
 import { buildOpenApi } from './openapi';
-import { GraphService } from './graph/graph.service';
+import { GraphWriteHook } from './graph/graph-write-hook';
 import { rejectMalformedS3Path, s3RootListener } from './s3compat/s3-listener';
 import { S3_PREFIX } from './s3compat/s3-request';
 import { MetricsService } from './metrics/metrics.service';
@@ -138,7 +138,7 @@ export async function startServer(
       });
       listeners.push({ server: door, requests, port: portOf(door) });
     }
-    app.get(GraphService).listeningOn(listeners[0].port, scheme, listeners[1]?.port);
+    app.get(GraphWriteHook).listeningOn(listeners[0].port, scheme, listeners[1]?.port);
     const at = (port: number) => `${scheme}://${config.host}:${port}`;
     logger.log(
       `Statehouse listening on ${at(listeners[0].port)}` +

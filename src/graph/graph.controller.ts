@@ -23,7 +23,8 @@ import {
   StaleViewDoc,
   UnitStatusViewDoc,
 } from './dto/graph.dto';
-import { EdgeView, GraphService, GraphView, StaleView, UnitStatusView } from './graph.service';
+import { GraphService } from './graph.service';
+import { EdgeView, GraphView, StaleView, UnitStatusView } from './graph.views';
 
 const CONTENT_TYPES = {
   dot: 'text/vnd.graphviz; charset=utf-8',

@@ -1,5 +1,6 @@
 import { Module } from '@nestjs/common';
 import { StateModule } from '../state/state.module';
+import { GraphWriteHook } from './graph-write-hook';
 import { GraphController } from './graph.controller';
 import { GraphRepository } from './graph.repository';
 import { GraphService } from './graph.service';
@@ -7,7 +8,7 @@ import { GraphService } from './graph.service';
 @Module({
   imports: [StateModule],
   controllers: [GraphController],
-  providers: [GraphRepository, GraphService],
-  exports: [GraphService],
+  providers: [GraphRepository, GraphService, GraphWriteHook],
+  exports: [GraphService, GraphWriteHook],
 })
 export class GraphModule {}

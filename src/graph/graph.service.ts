@@ -1,14 +1,10 @@
-import { Inject, Injectable, OnModuleInit } from '@nestjs/common';
-import type { EntityManager } from 'typeorm';
+import { Injectable } from '@nestjs/common';
 import { AuditService } from '../audit/audit.service';
 import { changeEvent } from '../audit/events';
 import type { Principal } from '../auth/principal';
 import { DomainError, invalidRequest } from '../common/errors';
 import { assertUnitName, assertWorkspace } from '../common/names';
-import { escapeUnstorable } from '../common/text';
-import { APP_CONFIG, AppConfig } from '../config/config';
 import { AuthorizationService } from '../rbac/authorization.service';
-import { PurgeTarget, StateWriteHook, StateWriteHooks, WriteContext } from '../state/write-hooks';
 import {
   analyse,
   Analysis,
@@ -21,89 +17,18 @@ import {
   toDot,
   toMermaid,
 } from './graph-model';
-import type { RemoteStateSource } from '../state/state-inspector';
-import { outputSetDigest, withoutNames } from './digests';
-import { DiscoveredEdge, EdgeRow, GraphRepository } from './graph.repository';
-import { resolveRemoteState, SelfAddresses } from './remote-config';
-
-/**
- * What a consumer's write will do to its edges (computed before the transaction): its
- * discovered edges (kept as they are for an encrypted state), and the producers of its declared
- * edges whose sensitive outputs the writer may read.
- */
-type Prepared = { sensitiveReadable: NodeRef[] } & (
-  { kind: 'keep' } | { kind: 'replace'; edges: DiscoveredEdge[]; refused: number }
-);
-
-/** How an edge treats the producer's sensitive outputs (see GraphEdge.sensitiveExcluded). */
-export type SensitiveOutputs = 'compared' | 'excluded';
-
-/** A node as answers show it: its name, or nothing for a node the caller may not see. */
-export type NodeView = NodeRef | { hidden: true };
-
-export interface EdgeView {
-  id: string;
-  producer: NodeRef;
-  consumer: NodeRef;
-  source: 'declared' | 'discovered';
-  name: string;
-  outputs: string[] | null;
-  input: string | null;
-  status: 'ok' | 'stale' | 'unknown';
-  /** Outputs whose current value differs from what the consumer read. */
-  changed: string[];
-  /** The producer version whose outputs the consumer read (null when no kept version matches). */
-  producerVersion: number | null;
-  /** `excluded`: judged on the outputs the edge's author may read, sensitive ones left out. */
-  sensitiveOutputs: SensitiveOutputs;
-  recordedAt: string;
-}
-
-export interface InputView {
-  edge: string | null;
-  producer: NodeView;
-  source: 'declared' | 'discovered';
-  name: string | null;
-  status: 'ok' | 'stale' | 'unknown';
-  changed: string[];
-  /** The first producer version whose outputs differ from what was read (stale edges). */
-  staleSince: number | null;
-  sensitiveOutputs: SensitiveOutputs;
-}
-
-export interface UnitStatusView {
-  unit: string;
-  workspace: string;
-  status: 'green' | 'red' | 'yellow';
-  inputs: InputView[];
-  /** For yellow: the red states upstream that make it so (hidden ones are counted). */
-  redUpstream: NodeRef[];
-  hiddenRedUpstream: number;
-  cycles: NodeRef[][];
-}
-
-export interface GraphView {
-  nodes: {
-    unit: string;
-    workspace: string;
-    status: 'green' | 'red' | 'yellow';
-    version: number | null;
-  }[];
-  edges: EdgeView[];
-  cycles: NodeRef[][];
-}
-
-export interface StaleItemView {
-  unit: string;
-  workspace: string;
-  status: 'red' | 'yellow';
-  inputs: InputView[];
-}
-
-export interface StaleView {
-  items: StaleItemView[];
-  cycles: NodeRef[][];
-}
+import { EdgeRow, GraphRepository } from './graph.repository';
+import { producerRights } from './producer-rights';
+import {
+  edgeView,
+  EdgeView,
+  GraphView,
+  InputView,
+  StaleItemView,
+  StaleView,
+  toGraphEdge,
+  UnitStatusView,
+} from './graph.views';
 
 const OUTPUT_NAME = /^[A-Za-z_][A-Za-z0-9_-]{0,127}$/;
 const LABEL = /^[A-Za-z0-9_.:-]{1,128}$/;
@@ -114,178 +39,20 @@ const refOf = (k: string): NodeRef => {
   return { unit: k.slice(0, at), workspace: k.slice(at + 1) };
 };
 
-function toGraphEdge(r: EdgeRow): GraphEdge {
-  return {
-    id: r.id,
-    producer: { unit: r.producer_unit, workspace: r.producer_workspace },
-    consumer: { unit: r.consumer_unit, workspace: r.consumer_workspace },
-    source: r.source,
-    name: r.name,
-    outputs: r.outputs,
-    input: r.input,
-    recorded: r.recorded ?? {},
-    sensitiveExcluded: r.sensitive_excluded,
-    recordedAt: new Date(r.recorded_at).toISOString(),
-  };
-}
-
 /**
- * The dependency graph: edges discovered from consumers' `terraform_remote_state` data sources
- * (recorded in the consumer's own write transaction) or declared through the API, and what is
- * stale. Every answer is filtered by `graph.read`; statuses are computed over the whole graph
- * so a hidden upstream still turns a visible state yellow, without being named.
+ * The dependency graph's API: edges declared through it, and the read models (the graph, a
+ * state's status, what is stale) over those and the edges discovered from consumers'
+ * `terraform_remote_state` data sources (recorded by `GraphWriteHook` in the consumer's own
+ * write transaction). Every answer is filtered by `graph.read`; statuses are computed over the
+ * whole graph so a hidden upstream still turns a visible state yellow, without being named.
  */
 @Injectable()
-export class GraphService implements StateWriteHook, OnModuleInit {
-  private self: SelfAddresses;
-
+export class GraphService {
   constructor(
     private readonly repo: GraphRepository,
     private readonly authz: AuthorizationService,
-    private readonly hooks: StateWriteHooks,
     private readonly audit: AuditService,
-    @Inject(APP_CONFIG) private readonly config: AppConfig,
-  ) {
-    const bases = [config.publicUrl, ...config.aliases];
-    this.self = {
-      bases,
-      s3Port: config.s3Door.port || undefined,
-      buckets: config.s3Door.buckets,
-      workspacePrefixes: config.s3Door.workspacePrefixes,
-    };
-  }
-
-  onModuleInit(): void {
-    this.hooks.register(this);
-  }
-
-  /**
-   * The ports the server actually listens on (PORT=0 and STATEHOUSE_S3_PORT=0 pick one): with
-   * STATEHOUSE_ALIASES unset, `localhost` and `127.0.0.1` at that port are this server too; the
-   * S3 door's own listener is at the S3 port of every base.
-   */
-  listeningOn(port: number, scheme: 'http' | 'https', s3Port?: number): void {
-    const extra = this.config.defaultAliases
-      ? [`${scheme}://localhost:${port}`, `${scheme}://127.0.0.1:${port}`]
-      : [];
-    const bases = [...new Set([...this.self.bases, ...extra])];
-    this.self = { ...this.self, bases, s3Port };
-  }
-
-  // ------------------------------------------------------------------ on every write
-
-  /**
-   * Before the write's transaction: which of the consumer's remote states are states here, and
-   * may the writer read their outputs? An edge the writer could not have read is not recorded,
-   * so nobody can plant a dependency to learn whether another state's outputs changed. When the
-   * writer may read a producer's outputs but not its sensitive ones, what the consumer claims
-   * to have read of those is dropped and the edge is judged without them: its colour, its
-   * producer version and when it went stale then say nothing about a sensitive output, so a
-   * guess written into a state cannot be confirmed. The data source's config (credentials
-   * included) never reached this far: the inspector kept only its addressing keys.
-   *
-   * All the reading happens here, outside the transaction: the transaction (which holds the
-   * embedded database's only connection) only writes the edges.
-   */
-  async prepare(ctx: WriteContext): Promise<Prepared> {
-    const consumer = { unit: ctx.unit, workspace: ctx.workspace };
-    const rights = this.rightsOf(ctx.principal);
-    const sensitiveReadable: NodeRef[] = [];
-    for (const p of await this.repo.declaredProducers(consumer)) {
-      if (await rights.sensitive(p)) sensitiveReadable.push(p);
-    }
-    if (ctx.inspected.kind !== 'terraform') return { kind: 'keep', sensitiveReadable }; // encrypted
-    const sources = new Map<
-      string,
-      { producer: NodeRef; names: Set<string>; list: RemoteStateSource[] }
-    >();
-    for (const source of ctx.inspected.remoteStates) {
-      const producer = resolveRemoteState(source, this.self);
-      if (!producer) continue;
-      const k = nodeKey(producer);
-      const entry = sources.get(k) ?? { producer, names: new Set<string>(), list: [] };
-      sources.set(k, entry);
-      if (entry.names.has(source.name)) continue; // the same data source twice: one edge
-      entry.names.add(source.name);
-      entry.list.push(source);
-    }
-    let refused = 0;
-    const readable: { producer: NodeRef; list: RemoteStateSource[]; excluded: boolean }[] = [];
-    for (const { producer, list } of sources.values()) {
-      if (!(await rights.outputs(producer))) {
-        refused += list.length;
-        continue;
-      }
-      readable.push({ producer, list, excluded: !(await rights.sensitive(producer)) });
-    }
-    const sensitiveNow = new Map<string, readonly string[]>();
-    const excludedProducers = readable.filter((r) => r.excluded).map((r) => r.producer);
-    for (const p of await this.repo.producers(excludedProducers)) {
-      sensitiveNow.set(nodeKey(p), p.sensitive_outputs ?? []);
-    }
-    const edges: DiscoveredEdge[] = [];
-    for (const { producer, list, excluded } of readable) {
-      const drop = excluded ? (sensitiveNow.get(nodeKey(producer)) ?? []) : [];
-      for (const source of list) {
-        // Names and output names come from the state: a for_each key may hold a NUL.
-        const recorded = storableKeys(
-          drop.length > 0 ? withoutNames(source.outputs, drop) : source.outputs,
-        );
-        edges.push({
-          producer,
-          name: escapeUnstorable(source.name),
-          recorded,
-          setDigest: outputSetDigest(recorded),
-          sensitiveExcluded: excluded,
-        });
-      }
-    }
-    return { kind: 'replace', edges, refused, sensitiveReadable };
-  }
-
-  /** Inside the write's transaction, after the new version became current. */
-  async apply(m: EntityManager, ctx: WriteContext, prepared: unknown): Promise<void> {
-    const p = prepared as Prepared;
-    await this.repo.recordConsumerWrite(
-      m,
-      { unit: ctx.unit, workspace: ctx.workspace },
-      p.kind === 'replace' ? p.edges : undefined,
-      p.sensitiveReadable,
-      ctx.principal.subject,
-    );
-  }
-
-  /** The purge hook: a purged consumer's edges go in the purge's own transaction. */
-  async onPurge(m: EntityManager, target: PurgeTarget): Promise<void> {
-    await this.repo.forgetConsumer(m, target.unit, target.workspace);
-  }
-
-  /**
-   * What a principal may read of producers, asked once per producer: its outputs
-   * (`outputs.read`), and its sensitive ones too (`unit.read`, which serves the whole state, or
-   * `outputs.read-sensitive` on top of `outputs.read`).
-   */
-  private rightsOf(principal: Principal): {
-    outputs: (n: NodeRef) => Promise<boolean>;
-    sensitive: (n: NodeRef) => Promise<boolean>;
-  } {
-    const memo = (f: (n: NodeRef) => Promise<boolean>) => {
-      const seen = new Map<string, Promise<boolean>>();
-      return (n: NodeRef) => {
-        const k = nodeKey(n);
-        let p = seen.get(k);
-        if (!p) seen.set(k, (p = f(n)));
-        return p;
-      };
-    };
-    const outputs = memo((n) => this.authz.can(principal, 'outputs.read', n));
-    const sensitive = memo(
-      async (n) =>
-        (await this.authz.can(principal, 'unit.read', n)) ||
-        ((await outputs(n)) && (await this.authz.can(principal, 'outputs.read-sensitive', n))),
-    );
-    return { outputs, sensitive };
-  }
+  ) {}
 
   // ------------------------------------------------------------------ declared edges
 
@@ -322,7 +89,7 @@ export class GraphService implements StateWriteHook, OnModuleInit {
     }
     await this.authz.authorize(principal, 'graph.write', producer);
     await this.authz.authorize(principal, 'graph.write', consumer);
-    const sensitiveExcluded = !(await this.rightsOf(principal).sensitive(producer));
+    const sensitiveExcluded = !(await producerRights(this.authz, principal).sensitive(producer));
     for (const n of [producer, consumer]) {
       if (!(await this.repo.unitExists(n.unit))) {
         throw new DomainError('unit_not_found', `unit ${n.unit} does not exist`);
@@ -616,34 +383,3 @@ const consumerOf = (r: EdgeRow): NodeRef => ({
   unit: r.consumer_unit,
   workspace: r.consumer_workspace,
 });
-
-function edgeView(
-  e: GraphEdge,
-  verdicts: ReadonlyMap<string, EdgeVerdict>,
-  row: EdgeRow,
-): EdgeView {
-  const v = verdicts.get(e.id);
-  return {
-    id: e.id,
-    producer: e.producer,
-    consumer: e.consumer,
-    source: e.source,
-    name: e.name,
-    outputs: e.outputs,
-    input: e.input,
-    status: v?.status ?? 'unknown',
-    changed: v?.changed ?? [],
-    producerVersion: row.producer_version,
-    sensitiveOutputs: e.sensitiveExcluded ? 'excluded' : 'compared',
-    recordedAt: e.recordedAt,
-  };
-}
-
-/** The same digests under names the database can store (NUL written as `\u0000`). */
-function storableKeys(digests: Record<string, string>): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const [name, digest] of Object.entries(digests)) {
-    Object.defineProperty(out, escapeUnstorable(name), { value: digest, enumerable: true });
-  }
-  return out;
-}
