@@ -9,7 +9,7 @@ import {
   outputValues,
   sensitiveNames,
   withoutNames,
-} from '../src/graph/digests';
+} from '../src/state/output-digests';
 
 /** Versions read and rewritten per statement (fewer when their outputs are large). */
 const BATCH_ROWS = 200;

@@ -5,7 +5,7 @@ import { APP_CONFIG, AppConfig } from '../config/config';
 import { AuthorizationService } from '../rbac/authorization.service';
 import type { RemoteStateSource } from '../state/state-inspector';
 import { PurgeTarget, StateWriteHook, StateWriteHooks, WriteContext } from '../state/write-hooks';
-import { outputSetDigest, withoutNames } from './digests';
+import { outputSetDigest, withoutNames } from '../state/output-digests';
 import { NodeRef, nodeKey } from './graph-model';
 import { DiscoveredEdge, GraphRepository } from './graph.repository';
 import { producerRights } from './producer-rights';

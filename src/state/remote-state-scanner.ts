@@ -1,5 +1,5 @@
 import { createHash, Hash } from 'node:crypto';
-import { DigestKeys, ValueDigest } from '../graph/digests';
+import { DigestKeys, ValueDigest } from './output-digests';
 
 /**
  * Finds `terraform_remote_state` data sources in the elements of a state's `resources` array

@@ -1,7 +1,7 @@
 import { createHash, Hash } from 'node:crypto';
 import { Transform, TransformCallback } from 'node:stream';
 import { DomainError } from '../common/errors';
-import type { DigestKeys } from '../graph/digests';
+import type { DigestKeys } from './output-digests';
 import { InspectedState, InvalidStateError, StateInspector } from './state-inspector';
 
 /**

@@ -38,7 +38,7 @@
  *   character and the names of the known top-level keys.
  */
 
-import { digestKeys, DigestKeys } from '../graph/digests';
+import { digestKeys, DigestKeys } from './output-digests';
 import { RemoteStateScanner, RemoteStateSource, StateLimitError } from './remote-state-scanner';
 
 export type { RemoteStateSource } from './remote-state-scanner';
@@ -336,7 +336,7 @@ export class StateInspector {
 
   /**
    * `digestKey`: the server's graph digest key, for the v2 digests of what each
-   * `terraform_remote_state` data source read (see graph/digests.ts).
+   * `terraform_remote_state` data source read (see output-digests.ts).
    */
   constructor(options?: { maxOutputsBytes?: number; digestKey?: Buffer | DigestKeys }) {
     const max = options?.maxOutputsBytes ?? DEFAULT_MAX_OUTPUTS_BYTES;

@@ -3,7 +3,7 @@ import { InspectionBudget } from './inspection-budget';
 import { LockRepository } from './locks/lock.repository';
 import { LocksController } from './locks/locks.controller';
 import { LocksService } from './locks/locks.service';
-import { OutputDigester } from './output-digester';
+import { OutputDigester } from './output-digests';
 import { StateRepository } from './state.repository';
 import { StateWriteHooks } from './write-hooks';
 import { StateService } from './state.service';

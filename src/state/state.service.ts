@@ -17,7 +17,7 @@ import { AuthorizationService, Decider } from '../rbac/authorization.service';
 import { deleteBlobs } from '../storage/delete-blobs';
 import { BLOB_STORE, BlobNotFoundError, BlobStore, ByteRange } from '../storage/blob-store';
 import { InspectionBudget, InspectionLease } from './inspection-budget';
-import { OutputDigester, OutputFacts } from './output-digester';
+import { OutputDigester, OutputFacts } from './output-digests';
 import { guardWrite } from './serial-guard';
 import { StateWriteHooks, WriteContext } from './write-hooks';
 import { StateIngest, tooLarge } from './state-ingest';

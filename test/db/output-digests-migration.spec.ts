@@ -6,7 +6,12 @@
  */
 import { createHmac } from 'node:crypto';
 import { OutputDigestsV21764600000000 } from '../../migrations/1764600000000-output-digests-v2';
-import { digestKeys, digestValue, outputSetDigest, withoutNames } from '../../src/graph/digests';
+import {
+  digestKeys,
+  digestValue,
+  outputSetDigest,
+  withoutNames,
+} from '../../src/state/output-digests';
 import { MemoryBlobStore } from '../../src/storage/memory-blob.store';
 import { openTestDatabase, TestDatabase } from '../support/database';
 import { ADMIN, body, buildServices } from '../support/services';

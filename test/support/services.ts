@@ -19,7 +19,7 @@ import { RbacService } from '../../src/rbac/rbac.service';
 import { StateRepository } from '../../src/state/state.repository';
 import { StateService } from '../../src/state/state.service';
 import { InspectionBudget } from '../../src/state/inspection-budget';
-import { OutputDigester } from '../../src/state/output-digester';
+import { OutputDigester } from '../../src/state/output-digests';
 import { StateWriteHooks } from '../../src/state/write-hooks';
 import { BlobStore } from '../../src/storage/blob-store';
 import { tfStateText } from './tf-state';

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { digestKeys, outputDigests } from '../../src/graph/digests';
+import { digestKeys, outputDigests } from '../../src/state/output-digests';
 import { resolveRemoteState, SelfAddresses } from '../../src/graph/remote-config';
 import { StateInspector } from '../../src/state/state-inspector';
 import { FIXTURES } from '../support/paths';

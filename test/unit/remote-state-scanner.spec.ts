@@ -6,7 +6,12 @@
 import fc from 'fast-check';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { digestKeys, digestValue, outputDigests, outputValues } from '../../src/graph/digests';
+import {
+  digestKeys,
+  digestValue,
+  outputDigests,
+  outputValues,
+} from '../../src/state/output-digests';
 import {
   MAX_REMOTE_STATE_BYTES,
   MAX_REMOTE_STATES,

@@ -12,7 +12,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import fc from 'fast-check';
-import { digestKeys, outputDigests } from '../../src/graph/digests';
+import { digestKeys, outputDigests } from '../../src/state/output-digests';
 import {
   InspectedState,
   RemoteStateSource,
