@@ -634,14 +634,15 @@ async function benchDatabase(db) {
 
   // Uncached decisions, against the database the server left behind.
   const { createDataSource } = dist('database/data-source.js');
+  const { ENTITIES } = dist('entities.js');
   let dataSource;
   let embedded;
   if (db === 'postgres') {
-    dataSource = createDataSource({ url: process.env.DATABASE_URL, poolSize: 10 });
+    dataSource = createDataSource({ url: process.env.DATABASE_URL, poolSize: 10 }, ENTITIES);
   } else {
     const { EmbeddedPostgres } = dist('database/embedded-postgres.js');
     embedded = await EmbeddedPostgres.start(dataDir);
-    dataSource = createDataSource({ socketDir: embedded.socketDir, poolSize: 1 });
+    dataSource = createDataSource({ socketDir: embedded.socketDir, poolSize: 1 }, ENTITIES);
   }
   await dataSource.initialize();
   let uncached;

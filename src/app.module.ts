@@ -10,6 +10,7 @@ import { appLoggerParams } from './logging/log-output';
 import { AppConfig } from './config/config';
 import { ConfigModule } from './config/config.module';
 import { DatabaseModule } from './database/database.module';
+import { ENTITIES } from './entities';
 import { HealthModule } from './health/health.module';
 import { MetricsModule } from './metrics/metrics.module';
 import { GraphModule } from './graph/graph.module';
@@ -26,7 +27,7 @@ export class AppModule {
       imports: [
         ConfigModule.forRoot(config),
         LoggerModule.forRoot(appLoggerParams(config)),
-        DatabaseModule,
+        DatabaseModule.forRoot(ENTITIES),
         StorageModule,
         AuditModule,
         RbacModule,

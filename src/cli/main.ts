@@ -10,7 +10,7 @@ import { registerLockCommands } from './commands/lock';
 import { registerRbacCommands } from './commands/rbac';
 import { registerTokenCommands } from './commands/token';
 import { registerUnitCommands } from './commands/unit';
-import { packageVersion } from './version';
+import { packageVersion } from '../common/version';
 
 /**
  * The `statehouse` command: the server (`serve`, `migrate`, `openapi`) and the client commands

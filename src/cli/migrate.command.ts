@@ -4,11 +4,12 @@ import { EmbeddedPostgres } from '../database/embedded-postgres';
 import { codeSchema, prepareSchema } from '../database/migrator';
 import { newerMessage } from '../database/schema-compat';
 import { schemaDrift } from '../database/schema-check';
+import { ENTITIES } from '../entities';
 
 /** `statehouse migrate [--check]`: returns the process exit code. */
 export async function runMigrateCommand(config: AppConfig, check: boolean): Promise<number> {
   const embedded = config.databaseUrl ? undefined : await EmbeddedPostgres.start(config.dataDir);
-  const ds = createDataSource(databaseTarget(config, embedded?.socketDir));
+  const ds = createDataSource(databaseTarget(config, embedded?.socketDir), ENTITIES);
   try {
     await ds.initialize();
     // STATEHOUSE_MIGRATE is for `serve`: this command is how a deployment migrates.

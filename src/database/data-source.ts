@@ -1,9 +1,8 @@
 import type { Pool } from 'pg';
-import { AdvancedConsoleLogger, DataSource, QueryRunner } from 'typeorm';
+import { AdvancedConsoleLogger, DataSource, DataSourceOptions, QueryRunner } from 'typeorm';
 import { MIGRATIONS } from '../../migrations';
 import type { AppConfig } from '../config/config';
 import { EMBEDDED_SOCKET_PORT } from './embedded-postgres';
-import { ENTITIES } from './entities';
 
 export interface DatabaseTarget {
   /** A postgres:// URL, or the socket directory of the embedded database. */
@@ -20,6 +19,9 @@ export function databaseTarget(config: AppConfig, embeddedSocketDir?: string): D
   return { socketDir: embeddedSocketDir, poolSize: 1 };
 }
 
+/** The entity classes a data source maps: the root's list (src/entities.ts). */
+export type DatabaseEntities = NonNullable<DataSourceOptions['entities']>;
+
 /** Told of every failed statement, and of every pooled connection that broke while idle. */
 export type DatabaseErrorObserver = (e: unknown, where: 'query' | 'pool') => void;
 
@@ -31,6 +33,7 @@ export type DatabaseErrorObserver = (e: unknown, where: 'query' | 'pool') => voi
  */
 export function createDataSource(
   target: DatabaseTarget,
+  entities: DatabaseEntities,
   onError?: DatabaseErrorObserver,
 ): DataSource {
   const embedded = target.socketDir !== undefined;
@@ -44,7 +47,7 @@ export function createDataSource(
           database: 'postgres',
         }
       : { url: target.url }),
-    entities: ENTITIES,
+    entities,
     migrations: MIGRATIONS,
     migrationsTableName: 'schema_migrations',
     uuidExtension: 'pgcrypto',

@@ -1,4 +1,5 @@
 import {
+  DynamicModule,
   Global,
   Inject,
   Injectable,
@@ -10,12 +11,25 @@ import {
 import { DataSource } from 'typeorm';
 import { StartupError } from '../common/startup';
 import { APP_CONFIG, AppConfig } from '../config/config';
-import { MetricsService } from '../metrics/metrics.service';
-import { createDataSource, databaseTarget } from './data-source';
+import {
+  createDataSource,
+  DatabaseEntities,
+  DatabaseErrorObserver,
+  databaseTarget,
+} from './data-source';
 import { EmbeddedPostgres } from './embedded-postgres';
 import { codeSchema, prepareSchema } from './migrator';
 import { behindMessage, newerMessage } from './schema-compat';
 import { SharedSecrets } from './shared-secrets.service';
+
+/** The entity list the root passes to DatabaseModule.forRoot. */
+export const DATABASE_ENTITIES = Symbol('DATABASE_ENTITIES');
+
+/**
+ * Told of failed statements and broken pooled connections (the metrics module provides it;
+ * optional, so the database layer depends on nothing above it).
+ */
+export const DATABASE_ERROR_OBSERVER = Symbol('DATABASE_ERROR_OBSERVER');
 
 /** How often the embedded database's statistics are refreshed (it has no autovacuum). */
 const EMBEDDED_ANALYZE_EVERY_MS = 15 * 60_000;
@@ -30,7 +44,10 @@ export class DatabaseHandle implements OnApplicationShutdown {
 
   constructor(
     @Inject(APP_CONFIG) private readonly config: AppConfig,
-    @Optional() private readonly metrics?: MetricsService,
+    @Inject(DATABASE_ENTITIES) private readonly entities: DatabaseEntities,
+    @Optional()
+    @Inject(DATABASE_ERROR_OBSERVER)
+    private readonly onError?: DatabaseErrorObserver,
   ) {}
 
   async open(): Promise<DataSource> {
@@ -44,7 +61,8 @@ export class DatabaseHandle implements OnApplicationShutdown {
     try {
       this.dataSource = createDataSource(
         databaseTarget(this.config, this.embedded?.socketDir),
-        (e, where) => this.metrics?.databaseFailed(e, where),
+        this.entities,
+        (e, where) => this.onError?.(e, where),
       );
       await this.dataSource.initialize().catch((e: unknown) => {
         throw unreachable(e, this.config.databaseUrl !== undefined);
@@ -123,17 +141,27 @@ function unreachable(e: unknown, external: boolean): unknown {
   });
 }
 
+/**
+ * The connection, for every module. The root passes the entity list, so this layer imports
+ * nothing from the feature modules.
+ */
 @Global()
-@Module({
-  providers: [
-    DatabaseHandle,
-    SharedSecrets,
-    {
-      provide: DataSource,
-      useFactory: (handle: DatabaseHandle) => handle.open(),
-      inject: [DatabaseHandle],
-    },
-  ],
-  exports: [DataSource, SharedSecrets],
-})
-export class DatabaseModule {}
+@Module({})
+export class DatabaseModule {
+  static forRoot(entities: DatabaseEntities): DynamicModule {
+    return {
+      module: DatabaseModule,
+      providers: [
+        { provide: DATABASE_ENTITIES, useValue: entities },
+        DatabaseHandle,
+        SharedSecrets,
+        {
+          provide: DataSource,
+          useFactory: (handle: DatabaseHandle) => handle.open(),
+          inject: [DatabaseHandle],
+        },
+      ],
+      exports: [DataSource, SharedSecrets],
+    };
+  }
+}

@@ -1,7 +1,7 @@
 import { ADVISORY_LOCK, withAdvisoryLock } from './transaction';
 import { DataSource, MigrationExecutor } from 'typeorm';
 import { MIGRATIONS, SCHEMA_LEVEL } from '../../migrations';
-import { packageVersion } from '../cli/version';
+import { packageVersion } from '../common/version';
 import { StartupError } from '../common/startup';
 import {
   CodeSchema,

@@ -29,7 +29,8 @@ export async function waitForMigrations(
   stop?: AbortSignal,
 ): Promise<Standby | undefined> {
   const code = codeSchema();
-  const ds = createDataSource({ ...databaseTarget(config), poolSize: 1 });
+  // Only raw SQL on the schema tables here: no entity is mapped.
+  const ds = createDataSource({ ...databaseTarget(config), poolSize: 1 }, []);
   let standby: Standby | undefined;
   let reason = '';
   let waited = false;

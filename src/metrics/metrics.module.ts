@@ -1,4 +1,6 @@
 import { Global, Module } from '@nestjs/common';
+import { DATABASE_ERROR_OBSERVER } from '../database/database.module';
+import type { DatabaseErrorObserver } from '../database/data-source';
 import { StateModule } from '../state/state.module';
 import { MetricsController } from './metrics.controller';
 import { MetricsSources } from './metrics-sources';
@@ -14,7 +16,19 @@ import { MetricsService } from './metrics.service';
 @Module({
   imports: [StateModule],
   controllers: [MetricsController],
-  providers: [MetricsService, MetricsSources, MetricsTokenGuard],
-  exports: [MetricsService],
+  providers: [
+    MetricsService,
+    MetricsSources,
+    MetricsTokenGuard,
+    {
+      provide: DATABASE_ERROR_OBSERVER,
+      useFactory:
+        (metrics: MetricsService): DatabaseErrorObserver =>
+        (e, where) =>
+          metrics.databaseFailed(e, where),
+      inject: [MetricsService],
+    },
+  ],
+  exports: [MetricsService, DATABASE_ERROR_OBSERVER],
 })
 export class MetricsModule {}

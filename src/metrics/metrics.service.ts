@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
-import { packageVersion } from '../cli/version';
+import { packageVersion } from '../common/version';
 import { isUnavailable } from '../common/error-mapping';
 import type { AuditDoor, Door } from '../common/door';
 import type { BlobStoreOperation } from '../storage/observed-blob.store';

@@ -3,6 +3,7 @@ import { MIGRATIONS } from '../../migrations';
 import { migrateUnderLock } from '../../src/database/migrator';
 import { schemaDrift } from '../../src/database/schema-check';
 import { createDataSource } from '../../src/database/data-source';
+import { ENTITIES } from '../../src/entities';
 import {
   ON_POSTGRES,
   freshPostgresDatabase,
@@ -82,7 +83,7 @@ describe(`database (${ON_POSTGRES ? 'PostgreSQL' : 'embedded PGlite'})`, () => {
     async () => {
       const fresh = await freshPostgresDatabase();
       const sources = Array.from({ length: 4 }, () =>
-        createDataSource({ url: fresh.url, poolSize: 2 }),
+        createDataSource({ url: fresh.url, poolSize: 2 }, ENTITIES),
       );
       try {
         await Promise.all(sources.map((s) => s.initialize()));

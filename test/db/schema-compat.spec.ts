@@ -1,6 +1,6 @@
 import { DataSource } from 'typeorm';
 import { MIGRATIONS, SCHEMA_LEVEL } from '../../migrations';
-import { packageVersion } from '../../src/cli/version';
+import { packageVersion } from '../../src/common/version';
 import { StartupError } from '../../src/common/startup';
 import { prepareSchema } from '../../src/database/migrator';
 import { readDatabaseSchema } from '../../src/database/schema-compatibility.repository';

@@ -18,6 +18,7 @@ import { randomUUID } from 'node:crypto';
 import { request } from 'node:http';
 import { Client } from 'pg';
 import { createDataSource } from '../../src/database/data-source';
+import { ENTITIES } from '../../src/entities';
 import { freshServerEnv, hostEmbedded, ON_POSTGRES } from '../support/database';
 import { RunningServer, spawnServer } from '../support/server';
 import { startTcpProxy, TcpProxy } from '../support/tcp-proxy';
@@ -95,7 +96,7 @@ async function addCheckConstraint(dataDir: string): Promise<void> {
     return;
   }
   const host = await hostEmbedded(dataDir);
-  const ds = createDataSource({ socketDir: host.socketDir, poolSize: 1 });
+  const ds = createDataSource({ socketDir: host.socketDir, poolSize: 1 }, ENTITIES);
   await ds.initialize();
   await ds.query(CHECK);
   await ds.destroy();

@@ -10,8 +10,9 @@ import { spawn } from 'node:child_process';
 import { createServer } from 'node:net';
 import { DataSource } from 'typeorm';
 import { MIGRATIONS, SCHEMA_LEVEL } from '../../migrations';
-import { packageVersion } from '../../src/cli/version';
+import { packageVersion } from '../../src/common/version';
 import { createDataSource } from '../../src/database/data-source';
+import { ENTITIES } from '../../src/entities';
 import { freshServerEnv, hostEmbedded, ON_POSTGRES } from '../support/database';
 import { CLI, TEST_TOKEN } from '../support/paths';
 import { childEnv, NODE, runCli, spawnServer } from '../support/server';
@@ -30,6 +31,7 @@ async function onDatabase(
   const host = ON_POSTGRES ? undefined : await hostEmbedded(env.STATEHOUSE_DATA_DIR);
   const ds = createDataSource(
     host ? { socketDir: host.socketDir, poolSize: 1 } : { url: env.DATABASE_URL, poolSize: 1 },
+    ENTITIES,
   );
   await ds.initialize();
   try {
@@ -247,7 +249,7 @@ describe(`migrations in production (${ON_POSTGRES ? 'PostgreSQL' : 'embedded'})`
           // It does not migrate by itself.
           await new Promise((r) => setTimeout(r, 3000));
           expect((await fetch(`${s.url}/readyz`)).status).toBe(503);
-          const check = createDataSource({ url: env.DATABASE_URL, poolSize: 1 });
+          const check = createDataSource({ url: env.DATABASE_URL, poolSize: 1 }, ENTITIES);
           await check.initialize();
           const [{ table }] = await check.query<{ table: string | null }[]>(
             `SELECT to_regclass('schema_migrations') AS table`,

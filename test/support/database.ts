@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { Client } from 'pg';
 import { DataSource } from 'typeorm';
 import { createDataSource } from '../../src/database/data-source';
+import { ENTITIES } from '../../src/entities';
 import { migrateUnderLock } from '../../src/database/migrator';
 import { spawn } from 'node:child_process';
 import { pgliteTemplateDir, ROOT } from './paths';
@@ -80,7 +81,7 @@ export async function openTestDatabase(): Promise<TestDatabase> {
   if (ON_POSTGRES) {
     const db = await freshPostgresDatabase();
     const open = async (): Promise<DataSource> => {
-      const ds = createDataSource({ url: db.url, poolSize: 10 });
+      const ds = createDataSource({ url: db.url, poolSize: 10 }, ENTITIES);
       await ds.initialize();
       return ds;
     };
@@ -102,7 +103,7 @@ export async function openTestDatabase(): Promise<TestDatabase> {
   }
   const dir = freshDataDir();
   const host = await hostEmbedded(dir);
-  const dataSource = createDataSource({ socketDir: host.socketDir, poolSize: 1 });
+  const dataSource = createDataSource({ socketDir: host.socketDir, poolSize: 1 }, ENTITIES);
   await dataSource.initialize();
   await migrateUnderLock(dataSource);
   return {
