@@ -238,15 +238,6 @@ export class StateRepository {
     ]);
   }
 
-  async holderOf(m: EntityManager, stateId: string): Promise<HeldLock | null> {
-    const rows = await sqlRows<LockRow>(
-      m,
-      'SELECT lock_id, info, principal, created_at FROM locks WHERE state_id = $1',
-      [stateId],
-    );
-    return rows.length > 0 ? toHeldLock(rows[0]) : null;
-  }
-
   /**
    * Every workspace of the unit, soft-deleted ones included. Under the unit's row lock
    * (`lockUnit`) the list cannot grow: a new state row waits for that lock (its foreign key).
@@ -258,21 +249,6 @@ export class StateRepository {
       [unitId],
     );
     return rows.map((r) => r.workspace);
-  }
-
-  /** Any lock held on any workspace of the unit (a locked unit cannot be deleted). */
-  async anyHolderInUnit(
-    m: EntityManager,
-    unitId: string,
-  ): Promise<(HeldLock & { workspace: string }) | null> {
-    const rows = await sqlRows<LockRow & { workspace: string }>(
-      m,
-      `SELECT l.lock_id, l.info, l.principal, l.created_at, s.workspace
-         FROM locks l JOIN states s ON s.id = l.state_id
-        WHERE s.unit_id = $1 ORDER BY s.workspace LIMIT 1`,
-      [unitId],
-    );
-    return rows.length > 0 ? { ...toHeldLock(rows[0]), workspace: rows[0].workspace } : null;
   }
 
   async findVersionById(m: EntityManager, id: string): Promise<VersionRow | undefined> {
@@ -496,6 +472,8 @@ export class StateRepository {
   }
 
   async listStates(unitId: string): Promise<StateSummaryRow[]> {
+    // The join on `locks` stays (a read only): one statement gives each listed state and its lock
+    // from the same snapshot, which two separate queries outside a transaction would not.
     return await sqlRows<StateSummaryRow>(
       this.db.manager,
       `SELECT s.*, v.version AS current_version, v.serial AS current_serial,

@@ -17,6 +17,7 @@ import { AuthorizationService, Decider } from '../rbac/authorization.service';
 import { deleteBlobs } from '../storage/delete-blobs';
 import { BLOB_STORE, BlobNotFoundError, BlobStore, ByteRange } from '../storage/blob-store';
 import { InspectionBudget, InspectionLease } from './inspection-budget';
+import { LockRepository } from './locks/lock.repository';
 import { OutputDigester, OutputFacts } from './output-digests';
 import { guardWrite } from './serial-guard';
 import { StateWriteHooks, WriteContext } from './write-hooks';
@@ -91,6 +92,7 @@ export class StateService {
     private readonly digester: OutputDigester,
     private readonly hooks: StateWriteHooks,
     private readonly budget: InspectionBudget,
+    private readonly locks: LockRepository,
     @Optional() private readonly metrics?: MetricsService,
   ) {}
 
@@ -188,7 +190,7 @@ export class StateService {
         if (!unit || unit.deleted_at) throw unitNotFound(name);
         const workspaces = await this.repo.workspacesOf(m, unit.id);
         this.authz.authorizeUnitWide(principal, may, 'unit.delete', name, workspaces);
-        const holder = await this.repo.anyHolderInUnit(m, unit.id);
+        const holder = await this.locks.anyHolderInUnit(m, unit.id);
         if (!holder) return this.repo.softDeleteUnit(m, unit.id, principal.subject);
         if (may.explain('unit.read', { unit: name, workspace: holder.workspace }).allowed) {
           throw new DomainError(
@@ -283,7 +285,7 @@ export class StateService {
             `the state of ${name} (workspace ${workspace}) must be deleted before it is purged`,
           );
         }
-        if ((await this.repo.holderOf(m, state.id)) !== null) {
+        if ((await this.locks.holderOf(m, state.id)) !== null) {
           throw new DomainError(
             'locked',
             `the state of ${name} (workspace ${workspace}) is locked`,
@@ -400,7 +402,7 @@ export class StateService {
     const ensured = await this.repo.ensureState(m, unit.id, req.workspace);
     const state = await this.repo.lockStateRow(m, ensured.id);
     assertMayWrite(
-      await this.repo.holderOf(m, state.id),
+      await this.locks.holderOf(m, state.id),
       req.principal.subject,
       req.lockId,
       req.door,
@@ -552,7 +554,7 @@ export class StateService {
         const found = await this.repo.findState(m, unit.id, addr.workspace);
         if (!found) throw stateNotFound(addr.unit, addr.workspace);
         const state = await this.repo.lockStateRow(m, found.id);
-        const holder = await this.repo.holderOf(m, state.id);
+        const holder = await this.locks.holderOf(m, state.id);
         assertNotLockedByOther(holder, principal.subject, lockId);
         if (state.deleted_at || !state.current_version_id)
           throw stateNotFound(addr.unit, addr.workspace);
@@ -809,7 +811,7 @@ export class StateService {
         const found = await this.repo.findState(m, unit.id, addr.workspace);
         if (!found) throw stateNotFound(addr.unit, addr.workspace);
         const state = await this.repo.lockStateRow(m, found.id);
-        const holder = await this.repo.holderOf(m, state.id);
+        const holder = await this.locks.holderOf(m, state.id);
         assertNotLockedByOther(holder, principal.subject, lockId);
         const source = await this.repo.findVersion(m, state.id, n);
         if (!source) throw versionNotFound(addr, n);

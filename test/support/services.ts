@@ -79,6 +79,7 @@ export function buildServices(
     ...env,
   });
   const repo = new StateRepository(ds);
+  const lockRepo = new LockRepository(ds);
   const audit = new RecordingAudit();
   const rbacRepo = new RbacRepository(ds);
   const cache = new RbacCache(config);
@@ -93,8 +94,9 @@ export function buildServices(
     digester,
     new StateWriteHooks(),
     new InspectionBudget(config),
+    lockRepo,
   );
-  const locks = new LocksService(new LockRepository(ds), repo, states, authz, audit);
+  const locks = new LocksService(lockRepo, repo, states, authz, audit);
   const rbac = new RbacService(rbacRepo, authz, cache, audit);
   return { config, repo, states, locks, audit, blobs, authz, rbac };
 }

@@ -74,6 +74,31 @@ export class LockRepository {
     return rows.length > 0 ? toHeldLock(rows[0]) : undefined;
   }
 
+  /** Read-only: the lock held on the state, if any. */
+  async holderOf(m: EntityManager, stateId: string): Promise<HeldLock | null> {
+    const rows = await sqlRows<Parameters<typeof toHeldLock>[0]>(
+      m,
+      'SELECT lock_id, info, principal, created_at FROM locks WHERE state_id = $1',
+      [stateId],
+    );
+    return rows.length > 0 ? toHeldLock(rows[0]) : null;
+  }
+
+  /** Read-only: any lock held on any workspace of the unit (a locked unit cannot be deleted). */
+  async anyHolderInUnit(
+    m: EntityManager,
+    unitId: string,
+  ): Promise<(HeldLock & { workspace: string }) | null> {
+    const rows = await sqlRows<Parameters<typeof toHeldLock>[0] & { workspace: string }>(
+      m,
+      `SELECT l.lock_id, l.info, l.principal, l.created_at, s.workspace
+         FROM locks l JOIN states s ON s.id = l.state_id
+        WHERE s.unit_id = $1 ORDER BY s.workspace LIMIT 1`,
+      [unitId],
+    );
+    return rows.length > 0 ? { ...toHeldLock(rows[0]), workspace: rows[0].workspace } : null;
+  }
+
   async list(): Promise<LockListRow[]> {
     return await sqlRows<LockListRow>(
       this.db.manager,

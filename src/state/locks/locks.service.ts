@@ -80,7 +80,7 @@ export class LocksService {
           acquired = true;
           return won;
         }
-        const holder = await this.repo.holderOf(m, stateId);
+        const holder = await this.locks.holderOf(m, stateId);
         if (holder === null) continue;
         if (holder.principal === principal.subject && holder.id === id) return holder;
         this.metrics?.lockConflict(options.door);
@@ -110,7 +110,7 @@ export class LocksService {
         await this.released(m, addr, state.id, lockId, principal, door);
         return;
       }
-      const holder = state ? await this.repo.holderOf(m, state.id) : null;
+      const holder = state ? await this.locks.holderOf(m, state.id) : null;
       if (holder === null) {
         if (state?.last_lock_id === lockId && state.last_lock_principal === principal.subject) {
           return; // a retried release whose first answer was lost
@@ -152,7 +152,7 @@ export class LocksService {
     await this.authz.authorize(principal, 'unit.lock', addr);
     const outcome = await this.repo.transaction(async (m) => {
       const state = await this.findStateRow(m, addr, true);
-      const holder = state ? await this.repo.holderOf(m, state.id) : null;
+      const holder = state ? await this.locks.holderOf(m, state.id) : null;
       options.precondition?.(holder);
       if (!state || !holder) return 'none' as const;
       if (holder.principal !== principal.subject) return 'other' as const;
@@ -217,7 +217,7 @@ export class LocksService {
     const removed = await this.repo.transaction(async (m) => {
       const state = await this.findStateRow(m, addr, true);
       if (options.precondition) {
-        options.precondition(state ? await this.repo.holderOf(m, state.id) : null);
+        options.precondition(state ? await this.locks.holderOf(m, state.id) : null);
       }
       const lock = state ? await this.locks.deleteAny(m, state.id) : undefined;
       if (lock) await options.inTransaction?.(m);
@@ -245,7 +245,7 @@ export class LocksService {
     await this.authz.authorize(principal, 'unit.read', addr);
     const holder = await this.repo.transaction(async (m) => {
       const state = await this.findStateRow(m, addr);
-      return state ? this.repo.holderOf(m, state.id) : null;
+      return state ? this.locks.holderOf(m, state.id) : null;
     });
     if (!holder) {
       throw new DomainError(
