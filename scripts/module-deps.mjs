@@ -35,6 +35,7 @@ const allowFile = path.join(root, 'scripts', 'module-deps.allow.json');
 export const LAYERS = [
   'cli', // the command line: starts the server, calls the API
   'root', // src/*.ts: the application module, the HTTP server, the OpenAPI document
+  'monitoring', // /metrics, request timing, gauges read from state and audit
   'logging', // the log: lines, format, redaction
   'health',
   'backend', // door: Terraform's HTTP backend
@@ -45,8 +46,8 @@ export const LAYERS = [
   'auth',
   'audit',
   'metrics',
+  'storage', // blob stores; the postgres one keeps blobs in the database
   'database',
-  'storage',
   'config',
   'common', // pure helpers: errors, names, text, streams
 ];

@@ -13,6 +13,7 @@ import { DatabaseModule } from './database/database.module';
 import { ENTITIES } from './entities';
 import { HealthModule } from './health/health.module';
 import { MetricsModule } from './metrics/metrics.module';
+import { MonitoringModule } from './monitoring/monitoring.module';
 import { GraphModule } from './graph/graph.module';
 import { RbacModule } from './rbac/rbac.module';
 import { S3Module } from './s3compat/s3.module';
@@ -38,6 +39,7 @@ export class AppModule {
         GraphModule,
         HealthModule,
         MetricsModule,
+        MonitoringModule,
       ],
       providers: [
         { provide: APP_FILTER, useClass: ApiExceptionFilter },

@@ -25,7 +25,7 @@ import { GraphWriteHook } from './graph/graph-write-hook';
 import { rejectMalformedS3Path, s3RootListener } from './s3compat/s3-listener';
 import { S3_PREFIX } from './s3compat/s3-request';
 import { MetricsService } from './metrics/metrics.service';
-import { requestMetrics } from './metrics/request-metrics';
+import { requestMetrics } from './monitoring/request-metrics';
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 

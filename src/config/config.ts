@@ -2,10 +2,13 @@ import { createPrivateKey } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { resolve } from 'node:path';
-import { BLOB_DRIVERS, BlobDriverName } from '../storage/blob-store';
 import { parseCorsOrigin } from '../common/cors';
 import { trimBoth, trimEnd } from '../common/trim';
 import { Secret } from './secret';
+
+/** Names of the blob drivers (STATEHOUSE_STORAGE), in the order they are documented. */
+export const BLOB_DRIVERS = ['fs', 's3', 'postgres', 'memory'] as const;
+export type BlobDriverName = (typeof BLOB_DRIVERS)[number];
 
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
 const LOG_LEVELS: readonly LogLevel[] = [

@@ -1,7 +1,7 @@
 import { assertWorkspace, DEFAULT_WORKSPACE, unitNameFromRawPath } from '../common/names';
 import { trimEnd } from '../common/trim';
 import type { RemoteStateSource } from '../state/state-inspector';
-import { resolveKey } from '../s3compat/s3-keys';
+import { resolveKey } from '../common/s3-keys';
 
 /** How this server is reached, for recognising its own addresses inside consumers' states. */
 export interface SelfAddresses {

@@ -5,7 +5,6 @@
  * series stays bounded whatever clients send.
  */
 import type { Door } from '../common/request-context';
-import { UNSUPPORTED_SUB_RESOURCES } from '../s3compat/s3-request';
 import { BLOB_STORE_OPERATIONS } from '../storage/observed-blob.store';
 
 /** The `door` label: how a request came in. */
@@ -79,79 +78,6 @@ export const S3_OPERATIONS = [
 ] as const;
 export type S3Operation = (typeof S3_OPERATIONS)[number];
 
-/**
- * Whether the query of a raw URL has a parameter named `name` (with `value`, when given).
- * Scans the URL in place: this runs for every request, and allocates nothing.
- */
-export function queryHas(url: string, name: string, value?: string): boolean {
-  let at = url.indexOf('?');
-  while (at >= 0) {
-    const start = at + 1;
-    const next = url.indexOf('&', start);
-    const end = next < 0 ? url.length : next;
-    if (url.startsWith(name, start)) {
-      const after = start + name.length;
-      if (value === undefined) {
-        if (after === end || url[after] === '=') return true;
-      } else if (
-        url[after] === '=' &&
-        end - after - 1 === value.length &&
-        url.startsWith(value, after + 1)
-      ) {
-        return true;
-      }
-    }
-    at = next;
-  }
-  return false;
-}
-
-/**
- * The S3 operation of a request to the door, from its method (upper case, as Node gives it),
- * whether it names a bucket and a key, and its query — the same reading as the door's dispatch (`S3Controller`). The URL may
- * start with `/s3` (the main listener) or not (a listener serving the door at its root): `s3` is
- * not a valid bucket name (at least 3 characters), so the two cannot be confused.
- */
-export function s3Operation(m: string, url: string): S3Operation {
-  const q = url.indexOf('?');
-  const pathEnd = q < 0 ? url.length : q;
-  let start = /^\/s3(?:[/?]|$)/i.test(url) ? 3 : 0;
-  if (url[start] === '/') start++;
-  const slash = url.indexOf('/', start);
-  const hasBucket = start < pathEnd;
-  const hasKey = slash >= 0 && slash < pathEnd - 1;
-  if (!hasBucket) return m === 'GET' ? 'ListBuckets' : 'NotImplemented';
-  if (!hasKey) {
-    if (m === 'HEAD') return 'HeadBucket';
-    if (m === 'PUT')
-      return onlyQueryNames(url, pathEnd, ['x-id']) ? 'CreateBucket' : 'NotImplemented';
-    if (m !== 'GET') return 'NotImplemented';
-    if (queryHas(url, 'location')) return 'GetBucketLocation';
-    if (queryHas(url, 'versioning')) return 'GetBucketVersioning';
-    if (queryHas(url, 'list-type', '2')) return 'ListObjectsV2';
-    if (queryHas(url, 'list-type') || queryHas(url, 'uploads')) return 'NotImplemented';
-    return UNSUPPORTED_SUB_RESOURCES.some((k) => queryHas(url, k))
-      ? 'NotImplemented'
-      : 'ListObjects';
-  }
-  const upload = queryHas(url, 'uploadId');
-  switch (m) {
-    case 'GET':
-      return upload ? 'ListParts' : 'GetObject';
-    case 'HEAD':
-      return 'HeadObject';
-    case 'PUT':
-      return upload ? 'UploadPart' : 'PutObject';
-    case 'POST':
-      if (queryHas(url, 'uploads')) return 'CreateMultipartUpload';
-      return upload ? 'CompleteMultipartUpload' : 'NotImplemented';
-    case 'DELETE':
-      return upload ? 'AbortMultipartUpload' : 'DeleteObject';
-    default:
-      return 'NotImplemented';
-  }
-}
-
 /** Operations of Terraform's HTTP backend, as its client names them. */
 export const BACKEND_OPERATIONS = [
   'get',
@@ -163,30 +89,6 @@ export const BACKEND_OPERATIONS = [
   'unsupported',
 ] as const;
 export type BackendOperation = (typeof BACKEND_OPERATIONS)[number];
-
-/**
- * The backend operation of a request, read like the backend's dispatch (`BackendController`):
- * LOCK/UNLOCK, or POST/PUT/DELETE on the URL with `?lock` for clients configured with other
- * lock methods.
- */
-export function backendOperation(m: string, url: string): BackendOperation {
-  const lockUrl = queryHas(url, 'lock');
-  if (m === 'LOCK' || (lockUrl && (m === 'POST' || m === 'PUT'))) return 'lock';
-  if (m === 'UNLOCK' || (lockUrl && m === 'DELETE')) return 'unlock';
-  switch (m) {
-    case 'GET':
-      return 'get';
-    case 'HEAD':
-      return 'head';
-    case 'POST':
-    case 'PUT':
-      return 'update';
-    case 'DELETE':
-      return 'delete';
-    default:
-      return 'unsupported';
-  }
-}
 
 /**
  * A management API operation: the method and the route's path template as registered
@@ -319,12 +221,3 @@ export function dbErrorKind(e: unknown, unreachable: boolean): DbErrorKind {
 
 /** Blob store operations whose failures are counted. */
 export const BLOB_OPERATIONS = BLOB_STORE_OPERATIONS;
-
-/** Whether every parameter of the query (from `at`, the `?` or the URL's end) is one of `names`. */
-function onlyQueryNames(url: string, at: number, names: readonly string[]): boolean {
-  if (at >= url.length) return true;
-  return url
-    .slice(at + 1)
-    .split('&')
-    .every((p) => p === '' || names.includes(p.split('=', 1)[0]));
-}

@@ -35,7 +35,7 @@ import { bodyTransforms, planRequestBody } from './request-body';
 import { MultipartRepository } from './multipart.repository';
 import type { ReplayGuard } from './replay-guard.service';
 import { S3Error } from './s3-errors';
-import { objectKey, resolveKey } from './s3-keys';
+import { objectKey, resolveKey } from '../common/s3-keys';
 import { encodeKeyPath } from './s3-uri';
 import {
   decodedBody,

@@ -1,8 +1,5 @@
 import type { Readable } from 'node:stream';
-
-/** Names of the blob drivers, in the order they are documented. */
-export const BLOB_DRIVERS = ['fs', 's3', 'postgres', 'memory'] as const;
-export type BlobDriverName = (typeof BLOB_DRIVERS)[number];
+import type { BlobDriverName } from '../config/config';
 
 /** An inclusive byte range, as HTTP `Range: bytes=start-end` means it. */
 export interface ByteRange {

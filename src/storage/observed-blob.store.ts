@@ -1,5 +1,6 @@
 import type { Readable } from 'node:stream';
-import { BlobDriverName, BlobNotFoundError, BlobStore, ByteRange, PutResult } from './blob-store';
+import type { BlobDriverName } from '../config/config';
+import { BlobNotFoundError, BlobStore, ByteRange, PutResult } from './blob-store';
 
 /** The blob store operations whose failures are reported. */
 export const BLOB_STORE_OPERATIONS = ['put', 'get', 'stat', 'delete', 'ping'] as const;

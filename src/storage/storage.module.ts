@@ -9,13 +9,19 @@ import {
 } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import { APP_CONFIG, AppConfig } from '../config/config';
-import { MetricsService } from '../metrics/metrics.service';
 import { BLOB_STORE, BlobStore } from './blob-store';
 import { FsBlobStore } from './fs-blob.store';
 import { MemoryBlobStore } from './memory-blob.store';
-import { ObservedBlobStore } from './observed-blob.store';
+import { BlobStoreOperation, ObservedBlobStore } from './observed-blob.store';
 import { PostgresBlobStore } from './postgres-blob.store';
 import { S3BlobStore } from './s3-blob.store';
+
+/**
+ * Told of each blob store operation that failed in the store. Provided by the metrics module
+ * (global); optional, so the storage layer depends on nothing above it.
+ */
+export const BLOB_STORE_FAILURE_OBSERVER = Symbol('BLOB_STORE_FAILURE_OBSERVER');
+export type BlobStoreFailureObserver = (operation: BlobStoreOperation) => void;
 
 /** Builds the configured driver (the config loader has already refused unknown names). */
 export function createBlobStore(config: AppConfig, db: DataSource): BlobStore {
@@ -75,9 +81,9 @@ class BlobStoreLifecycle implements OnApplicationBootstrap, BeforeApplicationShu
     },
     {
       provide: BLOB_STORE,
-      useFactory: (driver: BlobStore, metrics?: MetricsService) =>
-        metrics ? new ObservedBlobStore(driver, (op) => metrics.blobStoreFailed(op)) : driver,
-      inject: [BLOB_DRIVER, { token: MetricsService, optional: true }],
+      useFactory: (driver: BlobStore, onFailure?: BlobStoreFailureObserver) =>
+        onFailure ? new ObservedBlobStore(driver, onFailure) : driver,
+      inject: [BLOB_DRIVER, { token: BLOB_STORE_FAILURE_OBSERVER, optional: true }],
     },
     BlobStoreLifecycle,
   ],

@@ -13,7 +13,7 @@ import {
   parseCompleteMultipartXml,
 } from '../../src/s3compat/complete-multipart-xml';
 import { S3Error } from '../../src/s3compat/s3-errors';
-import { resolveKey } from '../../src/s3compat/s3-keys';
+import { resolveKey } from '../../src/common/s3-keys';
 import { parseRange, parseTarget } from '../../src/s3compat/s3-request';
 import { escapeXml } from '../../src/s3compat/s3-xml';
 import { canonicalQuery, canonicalUriCandidates, parseSigV4 } from '../../src/s3compat/sigv4';

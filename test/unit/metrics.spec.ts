@@ -11,25 +11,25 @@ import { DomainError } from '../../src/common/errors';
 import { RequestContext, runWithRequestContext } from '../../src/common/request-context';
 import { loadConfig } from '../../src/config/config';
 import type { LocksService } from '../../src/state/locks/locks.service';
-import { CachedReading } from '../../src/metrics/cached-reading';
+import { CachedReading } from '../../src/monitoring/cached-reading';
 import {
   AUTH_FAILURE_REASONS,
   authFailureReason,
   BACKEND_OPERATIONS,
-  backendOperation,
   DB_ERROR_KINDS,
   dbErrorKind,
   doorOfUnroutedPath,
-  queryHas,
   S3_OPERATIONS,
-  s3Operation,
   statusIndex,
 } from '../../src/metrics/metric-labels';
-import { MetricsSources } from '../../src/metrics/metrics-sources';
-import { MetricsTokenGuard } from '../../src/metrics/metrics-token.guard';
+import { backendOperation } from '../../src/backend/backend-operation';
+import { queryHas } from '../../src/common/query-has';
+import { s3Operation } from '../../src/s3compat/s3-operation';
+import { MetricsSources } from '../../src/monitoring/metrics-sources';
+import { MetricsTokenGuard } from '../../src/monitoring/metrics-token.guard';
 import { MetricsService } from '../../src/metrics/metrics.service';
 import type { IncomingMessage } from 'node:http';
-import { requestMetrics } from '../../src/metrics/request-metrics';
+import { requestMetrics } from '../../src/monitoring/request-metrics';
 import { markAtRoot } from '../../src/s3compat/s3-request';
 import { BlobNotFoundError, BlobStore } from '../../src/storage/blob-store';
 import { MemoryBlobStore } from '../../src/storage/memory-blob.store';

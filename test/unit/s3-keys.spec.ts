@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import { canonicalStateKey, objectKey, resolveKey } from '../../src/s3compat/s3-keys';
+import { canonicalStateKey, objectKey, resolveKey } from '../../src/common/s3-keys';
 
 const P = ['env:'];
 

@@ -1,4 +1,4 @@
-import { DEFAULT_WORKSPACE, unitNameProblem, workspaceProblem } from '../common/names';
+import { DEFAULT_WORKSPACE, unitNameProblem, workspaceProblem } from './names';
 
 /**
  * Object keys of the S3 door ↔ (unit, workspace), by one deterministic, collision-free rule:

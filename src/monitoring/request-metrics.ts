@@ -1,16 +1,16 @@
 import type { NextFunction, Request, Response } from 'express';
 import { performance } from 'node:perf_hooks';
 import { currentRequestContext, RequestContext } from '../common/request-context';
-import { s3BaseOf } from '../s3compat/s3-request';
+import { backendOperation } from '../backend/backend-operation';
 import {
-  backendOperation,
   doorLabel,
   doorOfUnroutedPath,
-  s3Operation,
   statusIndex,
   UNROUTED_OPERATION,
-} from './metric-labels';
-import { MetricsService } from './metrics.service';
+} from '../metrics/metric-labels';
+import { MetricsService } from '../metrics/metrics.service';
+import { s3Operation } from '../s3compat/s3-operation';
+import { s3BaseOf } from '../s3compat/s3-request';
 
 /**
  * Times every request, from its arrival to the end of its answer (or the connection's close),

@@ -9,7 +9,7 @@ import {
 import type { Response } from 'express';
 import { Public } from '../auth/auth.decorators';
 import { MetricsTokenGuard } from './metrics-token.guard';
-import { MetricsService } from './metrics.service';
+import { MetricsService } from '../metrics/metrics.service';
 
 @ApiTags('metrics')
 @Public()

@@ -5,7 +5,7 @@ import { AuditService } from '../audit/audit.service';
 import { poolUse } from '../database/data-source';
 import { LocksService } from '../state/locks/locks.service';
 import { CachedReading } from './cached-reading';
-import { MetricsService } from './metrics.service';
+import { MetricsService } from '../metrics/metrics.service';
 
 /** Held locks are read from the database at most this often, whatever the scrape rate. */
 const LOCKS_FRESH_MS = 5_000;
