@@ -11,7 +11,9 @@ import { ThroughDoor } from '../common/request-context';
 import { sendState } from '../state/state-response';
 import { lockIdFromBody, MAX_LOCK_INFO_BYTES } from '../state/locks/lock-info';
 import { LocksService } from '../state/locks/locks.service';
-import { StateAddress, StateService } from '../state/state.service';
+import type { StateAddress } from '../state/state-types';
+import { StateReader } from '../state/state-reader';
+import { StateWriter } from '../state/state-writer';
 import { BackendExceptionFilter } from './backend-exception.filter';
 
 export const BACKEND_PREFIX = '/v1/backend/';
@@ -36,7 +38,8 @@ function backendQuery(req: Request): URLSearchParams {
 @Controller('v1/backend')
 export class BackendController {
   constructor(
-    private readonly states: StateService,
+    private readonly reader: StateReader,
+    private readonly writer: StateWriter,
     private readonly locks: LocksService,
   ) {}
 
@@ -81,20 +84,20 @@ export class BackendController {
       case 'GET':
       case 'HEAD': {
         if (method === 'HEAD') {
-          const v = await this.states.describeForRead(addr, principal);
+          const v = await this.reader.describeForRead(principal, addr);
           res
             .status(200)
             .set({ 'Content-Type': 'application/json', 'Content-Length': String(v.size) })
             .end();
           return;
         }
-        await sendState(res, await this.states.openForRead(addr, principal));
+        await sendState(res, await this.reader.openForRead(principal, addr));
         return;
       }
       case 'POST':
       case 'PUT': {
         const id = query.get('ID') ?? undefined;
-        const result = await this.states.write({
+        const result = await this.writer.write({
           ...addr,
           principal,
           door: 'http',
@@ -107,7 +110,7 @@ export class BackendController {
         return;
       }
       case 'DELETE':
-        await this.states.deleteState(addr, principal, 'http', query.get('ID') ?? undefined);
+        await this.writer.deleteState(principal, addr, 'http', query.get('ID') ?? undefined);
         res.status(200).end();
         return;
       default:

@@ -16,7 +16,10 @@ import { headerValue } from '../common/raw-body';
 import { feed } from '../common/streams';
 import { MAX_LOCK_INFO_BYTES } from '../state/locks/lock-info';
 import { LocksService } from '../state/locks/locks.service';
-import { StateAddress, StateService } from '../state/state.service';
+import { StateAccess } from '../state/state-access';
+import { StateReader } from '../state/state-reader';
+import type { StateAddress } from '../state/state-types';
+import { StateWriter } from '../state/state-writer';
 import { BLOB_STORE, BlobStore } from '../storage/blob-store';
 import { deleteBlobs } from '../storage/delete-blobs';
 import { COMPLETE_XML_LIMITS, parseCompleteMultipartXml } from './complete-multipart-xml';
@@ -77,7 +80,9 @@ export class S3Service implements OnModuleInit, OnApplicationBootstrap, BeforeAp
 
   constructor(
     @Inject(APP_CONFIG) private readonly config: AppConfig,
-    private readonly states: StateService,
+    private readonly reader: StateReader,
+    private readonly writer: StateWriter,
+    private readonly access: StateAccess,
     private readonly locks: LocksService,
     private readonly uploads: MultipartRepository,
     private readonly buckets: BucketRepository,
@@ -224,7 +229,7 @@ export class S3Service implements OnModuleInit, OnApplicationBootstrap, BeforeAp
   /** The objects of the caller's readable states under the listing's prefix, in listing order. */
   private async objects(principal: Principal, r: ListRequest): Promise<ListedObject[]> {
     const objects: ListedObject[] = [];
-    for (const s of await this.states.listReadableStates(principal)) {
+    for (const s of await this.reader.listReadableStates(principal)) {
       const keys =
         s.workspace === 'default'
           ? [objectKey(s, '')]
@@ -268,7 +273,7 @@ export class S3Service implements OnModuleInit, OnApplicationBootstrap, BeforeAp
       };
     }
     if (headOnly) {
-      const v = await this.states.describeForRead(addr, principal);
+      const v = await this.reader.describeForRead(principal, addr);
       return (
         conditional(req, v.md5) ?? {
           status: 200,
@@ -277,7 +282,7 @@ export class S3Service implements OnModuleInit, OnApplicationBootstrap, BeforeAp
       );
     }
     const rangeHeader = headerValue(req.headers['range']);
-    const opened = await this.states.openForRead(addr, principal, (size) =>
+    const opened = await this.reader.openForRead(principal, addr, (size) =>
       parseRange(rangeHeader, size),
     );
     const v = opened.version;
@@ -336,7 +341,7 @@ export class S3Service implements OnModuleInit, OnApplicationBootstrap, BeforeAp
     }
     const ifNoneMatch = headerValue(req.headers['if-none-match']);
     const ifMatch = headerValue(req.headers['if-match']);
-    const result = await this.states.write({
+    const result = await this.writer.write({
       ...addr,
       principal,
       door: 's3',
@@ -388,7 +393,7 @@ export class S3Service implements OnModuleInit, OnApplicationBootstrap, BeforeAp
       return { status: 204 };
     }
     try {
-      await this.states.deleteState(addr, principal, 's3', undefined, {
+      await this.writer.deleteState(principal, addr, 's3', undefined, {
         inTransaction: guard?.claim,
         precondition:
           ifMatch === undefined
@@ -420,7 +425,7 @@ export class S3Service implements OnModuleInit, OnApplicationBootstrap, BeforeAp
     const { kind, addr } = this.resolve(key);
     if (kind === 'lock')
       throw new S3Error('InvalidRequest', 'lock objects are written with PutObject');
-    await this.states.authorizeWrite(principal, addr);
+    await this.access.authorizeWrite(principal, addr);
     const uploadId = randomBytes(24).toString('base64url');
     await this.uploads.create(
       {
@@ -547,7 +552,7 @@ export class S3Service implements OnModuleInit, OnApplicationBootstrap, BeforeAp
         for await (const chunk of await blobs.get(part.blob_key)) yield chunk as Buffer;
     }
     // Only now does the upload become a version: one ordinary state write, streamed part by part.
-    const written = await this.states.write({
+    const written = await this.writer.write({
       unit: upload.unit,
       workspace: upload.workspace,
       principal,

@@ -1,6 +1,6 @@
 import type { Response } from 'express';
 import { pipeline } from 'node:stream/promises';
-import type { OpenedState } from './state.service';
+import type { OpenedState } from './state-types';
 
 /** Streams a stored state as the answer, with its exact length and identity headers. */
 export async function sendState(res: Response, opened: OpenedState): Promise<void> {

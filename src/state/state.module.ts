@@ -6,7 +6,10 @@ import { LocksService } from './locks/locks.service';
 import { OutputDigester } from './output-digests';
 import { StateRepository } from './state.repository';
 import { StateWriteHooks } from './write-hooks';
-import { StateService } from './state.service';
+import { StateAccess } from './state-access';
+import { StateReader } from './state-reader';
+import { StateWriter } from './state-writer';
+import { UnitsService } from './units.service';
 import { UnitsController } from './units.controller';
 
 @Module({
@@ -14,12 +17,23 @@ import { UnitsController } from './units.controller';
   providers: [
     StateRepository,
     LockRepository,
-    StateService,
+    StateAccess,
+    UnitsService,
+    StateWriter,
+    StateReader,
     LocksService,
     OutputDigester,
     StateWriteHooks,
     InspectionBudget,
   ],
-  exports: [StateService, LocksService, OutputDigester, StateWriteHooks],
+  exports: [
+    StateAccess,
+    UnitsService,
+    StateWriter,
+    StateReader,
+    LocksService,
+    OutputDigester,
+    StateWriteHooks,
+  ],
 })
 export class StateModule {}

@@ -39,7 +39,9 @@ import {
   WorkspaceQuery,
   WriteStateQuery,
 } from './dto/state.dto';
-import { StateService } from './state.service';
+import { StateReader } from './state-reader';
+import { StateWriter } from './state-writer';
+import { UnitsService } from './units.service';
 import {
   OutputsView,
   UnitDetailView,
@@ -61,21 +63,25 @@ const NAME = {
 @ApiBearerAuth()
 @Controller('v1/units')
 export class UnitsController {
-  constructor(private readonly states: StateService) {}
+  constructor(
+    private readonly units: UnitsService,
+    private readonly reader: StateReader,
+    private readonly writer: StateWriter,
+  ) {}
 
   @Post()
   @ApiOperation({ summary: 'Create a unit (its `default` workspace exists at once)' })
   @ApiCreatedResponse({ type: UnitView })
   @ApiConflictResponse({ description: 'The name is taken (or belongs to a deleted unit)' })
   create(@Body() dto: CreateUnitDto, @CurrentPrincipal() p: Principal): Promise<UnitView> {
-    return this.states.createUnit(dto.name, p);
+    return this.units.createUnit(p, dto.name);
   }
 
   @Get()
   @ApiOperation({ summary: 'List units the caller may read, by name, with cursor pagination' })
   @ApiOkResponse({ type: UnitPageView })
   list(@Query() q: ListUnitsQuery, @CurrentPrincipal() p: Principal): Promise<UnitPageView> {
-    return this.states.listUnits(p, q.prefix ?? '', q.limit ?? 100, q.cursor);
+    return this.units.listUnits(p, q.prefix ?? '', q.limit ?? 100, q.cursor);
   }
 
   @Get(':name')
@@ -83,7 +89,7 @@ export class UnitsController {
   @ApiOperation({ summary: 'Get a unit and its workspaces' })
   @ApiOkResponse({ type: UnitDetailView })
   get(@Param('name') name: string, @CurrentPrincipal() p: Principal): Promise<UnitDetailView> {
-    return this.states.getUnit(name, p);
+    return this.units.getUnit(p, name);
   }
 
   @Delete(':name')
@@ -95,7 +101,7 @@ export class UnitsController {
   })
   @ApiNoContentResponse()
   async remove(@Param('name') name: string, @CurrentPrincipal() p: Principal): Promise<void> {
-    await this.states.deleteUnit(name, p, 'api');
+    await this.units.deleteUnit(p, name, 'api');
   }
 
   @Post(':name/undelete')
@@ -110,10 +116,10 @@ export class UnitsController {
     @Query() q: WorkspaceQuery,
     @CurrentPrincipal() p: Principal,
   ): Promise<void> {
-    await this.states.undelete(
+    await this.units.undelete(
+      p,
       name,
       q.workspace === undefined ? undefined : assertWorkspace(q.workspace),
-      p,
     );
   }
 
@@ -130,10 +136,10 @@ export class UnitsController {
     @Query() q: WorkspaceQuery,
     @CurrentPrincipal() p: Principal,
   ): Promise<void> {
-    await this.states.purge(
+    await this.units.purge(
+      p,
       name,
       q.workspace === undefined ? undefined : assertWorkspace(q.workspace),
-      p,
     );
   }
 
@@ -145,7 +151,7 @@ export class UnitsController {
     @Param('name') name: string,
     @CurrentPrincipal() p: Principal,
   ): Promise<WorkspaceView[]> {
-    return this.states.listWorkspaces(name, p);
+    return this.units.listWorkspaces(p, name);
   }
 
   @Get(':name/state')
@@ -159,10 +165,10 @@ export class UnitsController {
     @CurrentPrincipal() p: Principal,
     @Res() res: Response,
   ): Promise<void> {
-    const opened = await this.states.openCurrent(
-      { unit: name, workspace: assertWorkspace(q.workspace) },
-      p,
-    );
+    const opened = await this.reader.openCurrent(p, {
+      unit: name,
+      workspace: assertWorkspace(q.workspace),
+    });
     await sendState(res, opened);
   }
 
@@ -186,7 +192,7 @@ export class UnitsController {
     @CurrentPrincipal() p: Principal,
     @Req() req: Request,
   ): Promise<WriteResultView> {
-    return this.states.write({
+    return this.writer.write({
       unit: name,
       workspace: assertWorkspace(q.workspace),
       principal: p,
@@ -208,9 +214,9 @@ export class UnitsController {
     @Query() q: WriteStateQuery,
     @CurrentPrincipal() p: Principal,
   ): Promise<void> {
-    await this.states.deleteState(
-      { unit: name, workspace: assertWorkspace(q.workspace) },
+    await this.writer.deleteState(
       p,
+      { unit: name, workspace: assertWorkspace(q.workspace) },
       'api',
       q.lock_id,
     );
@@ -225,7 +231,7 @@ export class UnitsController {
     @Query() q: WorkspaceQuery,
     @CurrentPrincipal() p: Principal,
   ): Promise<OutputsView> {
-    return this.states.outputs({ unit: name, workspace: assertWorkspace(q.workspace) }, p);
+    return this.reader.outputs(p, { unit: name, workspace: assertWorkspace(q.workspace) });
   }
 
   @Get(':name/versions')
@@ -237,9 +243,9 @@ export class UnitsController {
     @Query() q: ListVersionsQuery,
     @CurrentPrincipal() p: Principal,
   ): Promise<VersionPageView> {
-    return this.states.listVersions(
-      { unit: name, workspace: assertWorkspace(q.workspace) },
+    return this.reader.listVersions(
       p,
+      { unit: name, workspace: assertWorkspace(q.workspace) },
       q.limit ?? 100,
       q.cursor,
     );
@@ -257,10 +263,10 @@ export class UnitsController {
     @CurrentPrincipal() p: Principal,
     @Res() res: Response,
   ): Promise<void> {
-    const opened = await this.states.openVersion(
+    const opened = await this.reader.openVersion(
+      p,
       { unit: name, workspace: assertWorkspace(q.workspace) },
       version,
-      p,
     );
     await sendState(res, opened);
   }
@@ -281,10 +287,10 @@ export class UnitsController {
     @Query() q: WriteStateQuery,
     @CurrentPrincipal() p: Principal,
   ): Promise<WriteResultView> {
-    return this.states.restore(
+    return this.writer.restore(
+      p,
       { unit: name, workspace: assertWorkspace(q.workspace) },
       version,
-      p,
       q.lock_id,
     );
   }

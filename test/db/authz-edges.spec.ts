@@ -63,7 +63,7 @@ describe(`authorization edges (${ON_POSTGRES ? 'PostgreSQL' : 'embedded PGlite'}
   });
 
   const write = (unit: string, workspace: string, text: string) =>
-    s.states.write({ unit, workspace, principal: ADMIN, door: 'api', body: body(text) });
+    s.writer.write({ unit, workspace, principal: ADMIN, door: 'api', body: body(text) });
 
   /** A unit with states in default and prod (and a soft-deleted `old` when asked). */
   async function seedUnit(unit: string, opts: { old?: boolean } = {}): Promise<void> {
@@ -71,12 +71,12 @@ describe(`authorization edges (${ON_POSTGRES ? 'PostgreSQL' : 'embedded PGlite'}
     await write(unit, 'prod', tfState(7, 'l-prod', { endpoint: 'prod.example' }));
     if (opts.old) {
       await write(unit, 'old', tfState(1, 'l-old'));
-      await s.states.deleteState({ unit, workspace: 'old' }, ADMIN, 'api');
+      await s.writer.deleteState(ADMIN, { unit, workspace: 'old' }, 'api');
     }
   }
 
   /** What a unit looks like to bootstrap-admin. */
-  const adminView = (unit: string) => s.states.getUnit(unit, ADMIN);
+  const adminView = (unit: string) => s.units.getUnit(ADMIN, unit);
 
   beforeAll(async () => {
     db = await openTestDatabase();
@@ -111,16 +111,16 @@ describe(`authorization edges (${ON_POSTGRES ? 'PostgreSQL' : 'embedded PGlite'}
       await seedUnit(app);
       const before = await adminView(app);
       expect(
-        (await failure(s.states.deleteState({ unit: app, workspace: 'prod' }, caller, 'api'))).code,
+        (await failure(s.writer.deleteState(caller, { unit: app, workspace: 'prod' }, 'api'))).code,
       ).toBe('forbidden');
-      const e = await failure(s.states.deleteUnit(app, caller, 'api'));
+      const e = await failure(s.units.deleteUnit(caller, app, 'api'));
       expect(e.code).toBe('forbidden');
       expect(e.message).toBe(
         `svc:team-c-admin may not unit.delete on ${app}: a rule denies it in one of its workspaces (remove that deny, or act on the workspaces one by one)`,
       );
       expect(e.message).not.toContain('prod');
       expect(await adminView(app)).toEqual(before);
-      const prod = await s.states.openCurrent({ unit: app, workspace: 'prod' }, ADMIN);
+      const prod = await s.reader.openCurrent(ADMIN, { unit: app, workspace: 'prod' });
       expect((await readAll(prod.body)).toString()).toBe(
         tfState(7, 'l-prod', { endpoint: 'prod.example' }),
       );
@@ -135,20 +135,20 @@ describe(`authorization edges (${ON_POSTGRES ? 'PostgreSQL' : 'embedded PGlite'}
     it('a deny on a soft-deleted workspace counts too', async () => {
       await write(app, 'default', tfState(1, 'l-default'));
       await write(app, 'old', tfState(1, 'l-old'));
-      await s.states.deleteState({ unit: app, workspace: 'old' }, ADMIN, 'api');
-      expect((await failure(s.states.deleteUnit(app, caller, 'api'))).code).toBe('forbidden');
-      expect((await s.states.getUnit(app, ADMIN)).deletedAt).toBeNull();
+      await s.writer.deleteState(ADMIN, { unit: app, workspace: 'old' }, 'api');
+      expect((await failure(s.units.deleteUnit(caller, app, 'api'))).code).toBe('forbidden');
+      expect((await s.units.getUnit(ADMIN, app)).deletedAt).toBeNull();
     });
 
     it('undeleting and purging the whole unit are refused too (the deleted prod state stays as it is)', async () => {
       await seedUnit(app);
-      await s.states.deleteUnit(app, ADMIN, 'api');
-      expect((await failure(s.states.undelete(app, undefined, caller))).code).toBe('forbidden');
-      expect((await failure(s.states.getUnit(app, ADMIN))).code).toBe('unit_not_found');
-      expect((await failure(s.states.purge(app, undefined, caller))).code).toBe('forbidden');
-      const versions = await s.states.listVersions(
-        { unit: app, workspace: 'prod' },
+      await s.units.deleteUnit(ADMIN, app, 'api');
+      expect((await failure(s.units.undelete(caller, app, undefined))).code).toBe('forbidden');
+      expect((await failure(s.units.getUnit(ADMIN, app))).code).toBe('unit_not_found');
+      expect((await failure(s.units.purge(caller, app, undefined))).code).toBe('forbidden');
+      const versions = await s.reader.listVersions(
         ADMIN,
+        { unit: app, workspace: 'prod' },
         10,
         undefined,
       );
@@ -157,7 +157,7 @@ describe(`authorization edges (${ON_POSTGRES ? 'PostgreSQL' : 'embedded PGlite'}
 
     it('stopped by the deny, the caller can still act on the workspaces it may, one by one', async () => {
       await seedUnit(app);
-      await s.states.deleteState({ unit: app, workspace: 'default' }, caller, 'api');
+      await s.writer.deleteState(caller, { unit: app, workspace: 'default' }, 'api');
       const after = await adminView(app);
       expect(after.workspaces.map((w) => [w.workspace, w.deleted])).toEqual([
         ['default', true],
@@ -168,15 +168,15 @@ describe(`authorization edges (${ON_POSTGRES ? 'PostgreSQL' : 'embedded PGlite'}
     it('without the deny, the same caller deletes, undeletes and purges the unit', async () => {
       const other = unique('team-c/other');
       await seedUnit(other, { old: true });
-      await s.states.deleteUnit(other, caller, 'api');
-      await s.states.undelete(other, undefined, caller);
-      await s.states.deleteUnit(other, caller, 'api');
-      await s.states.purge(other, undefined, caller);
-      expect((await failure(s.states.getUnit(other, ADMIN))).code).toBe('unit_not_found');
+      await s.units.deleteUnit(caller, other, 'api');
+      await s.units.undelete(caller, other, undefined);
+      await s.units.deleteUnit(caller, other, 'api');
+      await s.units.purge(caller, other, undefined);
+      expect((await failure(s.units.getUnit(ADMIN, other))).code).toBe('unit_not_found');
       expect(
         (
           await failure(
-            s.states.listVersions({ unit: other, workspace: 'prod' }, ADMIN, 10, undefined),
+            s.reader.listVersions(ADMIN, { unit: other, workspace: 'prod' }, 10, undefined),
           )
         ).code,
       ).toBe('unit_not_found');
@@ -184,12 +184,12 @@ describe(`authorization edges (${ON_POSTGRES ? 'PostgreSQL' : 'embedded PGlite'}
 
     it('the unit and its workspaces show only the workspaces the caller may read', async () => {
       await seedUnit(app);
-      const all = await s.states.getUnit(app, ADMIN);
+      const all = await s.units.getUnit(ADMIN, app);
       expect(all.workspaces.map((w) => w.workspace)).toEqual(['default', 'prod']);
-      const seen = await s.states.getUnit(app, caller);
+      const seen = await s.units.getUnit(caller, app);
       expect(seen.workspaces.map((w) => w.workspace)).toEqual(['default']);
       expect(JSON.stringify(seen)).not.toContain('prod');
-      expect((await s.states.listWorkspaces(app, caller)).map((w) => w.workspace)).toEqual([
+      expect((await s.units.listWorkspaces(caller, app)).map((w) => w.workspace)).toEqual([
         'default',
       ]);
     });
@@ -204,9 +204,9 @@ describe(`authorization edges (${ON_POSTGRES ? 'PostgreSQL' : 'embedded PGlite'}
         if (unit) await s.repo.ensureState(m, unit.id, 'prod');
         return lockUnit(m, name);
       });
-      expect((await failure(s.states.deleteUnit(app, caller, 'api'))).code).toBe('forbidden');
+      expect((await failure(s.units.deleteUnit(caller, app, 'api'))).code).toBe('forbidden');
       jest.restoreAllMocks();
-      expect((await s.states.getUnit(app, ADMIN)).deletedAt).toBeNull();
+      expect((await s.units.getUnit(ADMIN, app)).deletedAt).toBeNull();
     });
   });
 
@@ -238,7 +238,7 @@ describe(`authorization edges (${ON_POSTGRES ? 'PostgreSQL' : 'embedded PGlite'}
     });
 
     it('to a caller who may not read the locked workspace: no workspace, no holder, no LockInfo', async () => {
-      const e = await failure(s.states.deleteUnit(unit, deleter, 'api'));
+      const e = await failure(s.units.deleteUnit(deleter, unit, 'api'));
       expect(e.code).toBe('locked');
       expect(e.message).toBe(
         `unit ${unit} cannot be deleted while one of its workspaces is locked`,
@@ -248,7 +248,7 @@ describe(`authorization edges (${ON_POSTGRES ? 'PostgreSQL' : 'embedded PGlite'}
     });
 
     it('to a caller who may read it: the workspace, the holder and its LockInfo', async () => {
-      const e = await failure(s.states.deleteUnit(unit, reader, 'api'));
+      const e = await failure(s.units.deleteUnit(reader, unit, 'api'));
       expect(e.code).toBe('locked');
       expect(e.message).toBe(
         `unit ${unit} cannot be deleted while workspace prod is locked by svc:pipeline`,
@@ -309,12 +309,12 @@ describe(`authorization edges (${ON_POSTGRES ? 'PostgreSQL' : 'embedded PGlite'}
     it('an explicit unit.read deny protects every version, the list of versions and the current state', async () => {
       const addr = { unit: secret, workspace: 'default' };
       for (const read of [
-        () => s.states.openVersion(addr, 1, secretReader),
-        () => s.states.openVersion(addr, 2, secretReader),
-        () => s.states.listVersions(addr, secretReader, 10, undefined),
-        () => s.states.openCurrent(addr, secretReader),
-        () => s.states.openForRead(addr, secretReader),
-        () => s.states.outputs(addr, secretReader),
+        () => s.reader.openVersion(secretReader, addr, 1),
+        () => s.reader.openVersion(secretReader, addr, 2),
+        () => s.reader.listVersions(secretReader, addr, 10, undefined),
+        () => s.reader.openCurrent(secretReader, addr),
+        () => s.reader.openForRead(secretReader, addr),
+        () => s.reader.outputs(secretReader, addr),
       ]) {
         const e = await failure(read());
         expect(e.code).toBe('forbidden');
@@ -324,29 +324,29 @@ describe(`authorization edges (${ON_POSTGRES ? 'PostgreSQL' : 'embedded PGlite'}
 
     it('outputs-only with version.read: an old version is served as a state of its outputs', async () => {
       const addr = { unit: net, workspace: 'default' };
-      const v1 = await s.states.openVersion(addr, 1, outputsOnly);
+      const v1 = await s.reader.openVersion(outputsOnly, addr, 1);
       const served = JSON.parse((await readAll(v1.body)).toString()) as Record<string, unknown>;
       expect(served).toMatchObject({ serial: 1, lineage: 'net', resources: [] });
       expect(served.outputs).toEqual({ vpc: { value: 'vpc-1', type: 'string' } });
       expect(v1.synthesized).toBe(true);
       expect(v1.version.version).toBe(1);
-      const listed = await s.states.listVersions(addr, outputsOnly, 10, undefined);
+      const listed = await s.reader.listVersions(outputsOnly, addr, 10, undefined);
       expect(listed.items.map((v) => v.version)).toEqual([2, 1]);
-      expect((await failure(s.states.openCurrent(addr, outputsOnly))).code).toBe('forbidden');
+      expect((await failure(s.reader.openCurrent(outputsOnly, addr))).code).toBe('forbidden');
     });
 
     it('a restore needs unit.read and unit.write besides version.restore; an explicit write deny holds', async () => {
       const addr = { unit: secret, workspace: 'default' };
-      const before = await s.states.listVersions(addr, ADMIN, 10, undefined);
-      const onlyRestore = await failure(s.states.restore(addr, 1, restorer));
+      const before = await s.reader.listVersions(ADMIN, addr, 10, undefined);
+      const onlyRestore = await failure(s.writer.restore(restorer, addr, 1));
       expect(onlyRestore.message).toMatch(/may not unit\.read/);
-      const denied = await failure(s.states.restore(addr, 1, noWrite));
+      const denied = await failure(s.writer.restore(noWrite, addr, 1));
       expect(denied.message).toMatch(/may not unit\.write/);
-      expect(await s.states.listVersions(addr, ADMIN, 10, undefined)).toEqual(before);
+      expect(await s.reader.listVersions(ADMIN, addr, 10, undefined)).toEqual(before);
       const ok = unique('team-a/ok');
       await write(ok, 'default', tfState(1));
       await write(ok, 'default', tfState(2));
-      const r = await s.states.restore({ unit: ok, workspace: 'default' }, 1, noWrite);
+      const r = await s.writer.restore(noWrite, { unit: ok, workspace: 'default' }, 1);
       expect(r.version).toMatchObject({ version: 3, restoredFrom: 1 });
     });
   });
@@ -375,10 +375,10 @@ describe(`authorization edges (${ON_POSTGRES ? 'PostgreSQL' : 'embedded PGlite'}
         const addr = { unit, workspace: 'default' };
         const [restored, deleted] = await Promise.allSettled(
           i % 2 === 0
-            ? [s.states.restore(addr, 1, ADMIN), s.states.deleteUnit(unit, ADMIN, 'api')]
+            ? [s.writer.restore(ADMIN, addr, 1), s.units.deleteUnit(ADMIN, unit, 'api')]
             : [
-                sleep(1).then(() => s.states.restore(addr, 1, ADMIN)),
-                s.states.deleteUnit(unit, ADMIN, 'api'),
+                sleep(1).then(() => s.writer.restore(ADMIN, addr, 1)),
+                s.units.deleteUnit(ADMIN, unit, 'api'),
               ],
         );
         expect(deleted.status).toBe('fulfilled');
@@ -401,17 +401,17 @@ describe(`authorization edges (${ON_POSTGRES ? 'PostgreSQL' : 'embedded PGlite'}
           await softDelete(m, id, who);
           await gate; // the delete's transaction stays open, its row locks held
         });
-        const deleting = s.states.deleteUnit(unit, ADMIN, 'api');
+        const deleting = s.units.deleteUnit(ADMIN, unit, 'api');
         await waitFor(async () => (await openTransactions()) >= 1); // the unit is soft-deleted
-        const restoring = failure(s.states.restore({ unit, workspace: 'default' }, 1, ADMIN));
+        const restoring = failure(s.writer.restore(ADMIN, { unit, workspace: 'default' }, 1));
         await waitFor(async () => (await lockWaiters()) >= 1); // the restore waits on a row lock
         release();
         await deleting;
         expect((await restoring).code).toBe('unit_deleted');
         expect(await orphans(unit)).toBe(0);
-        const versions = await s.states.listVersions(
-          { unit, workspace: 'default' },
+        const versions = await s.reader.listVersions(
           ADMIN,
+          { unit, workspace: 'default' },
           10,
           undefined,
         );

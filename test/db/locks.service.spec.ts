@@ -41,7 +41,7 @@ describe('lock authority on a real database', () => {
   it('acquire on a unit that does not exist creates it, and stores the LockInfo as sent', async () => {
     const held = await s.locks.acquire(addr(), ALICE, info('L1', 'alice'), { generateId: false });
     expect(held.infoJson).toBe(info('L1', 'alice').toString());
-    expect((await s.states.getUnit(unit, ADMIN)).workspaces[0]).toMatchObject({
+    expect((await s.units.getUnit(ADMIN, unit)).workspaces[0]).toMatchObject({
       workspace: 'default',
       locked: true,
     });
@@ -116,7 +116,7 @@ describe('lock authority on a real database', () => {
 
   describe('writes while locked', () => {
     const write = (p: Principal, serial: number, lockId?: string) =>
-      s.states.write({
+      s.writer.write({
         ...addr(),
         principal: p,
         door: 'http',
@@ -139,13 +139,13 @@ describe('lock authority on a real database', () => {
       await s.locks.acquire(addr(), ALICE, info('L1'), { generateId: false });
       await s.locks.release(addr(), ALICE, 'L1');
       expect((await failure(write(ALICE, 1, 'L1'))).code).toBe('lock_not_held');
-      expect((await failure(s.states.current(addr(), ADMIN))).code).toBe('state_not_found');
+      expect((await failure(s.reader.current(ADMIN, addr()))).code).toBe('state_not_found');
     });
 
     it('the S3 door, which cannot send an ID, is decided by the principal', async () => {
       await s.locks.acquire(addr(), ALICE, info('L1'), { generateId: false });
       const s3 = (p: Principal) =>
-        s.states.write({ ...addr(), principal: p, door: 's3', body: body(tfState(1)) });
+        s.writer.write({ ...addr(), principal: p, door: 's3', body: body(tfState(1)) });
       expect((await failure(s3(BOB))).code).toBe('locked');
       expect((await s3(ALICE)).created).toBe(true);
     });
@@ -159,10 +159,10 @@ describe('lock authority on a real database', () => {
   });
 
   it('a lock on a soft-deleted unit brings the unit back', async () => {
-    await s.states.createUnit(unit, ADMIN);
-    await s.states.deleteUnit(unit, ADMIN, 'api');
+    await s.units.createUnit(ADMIN, unit);
+    await s.units.deleteUnit(ADMIN, unit, 'api');
     await s.locks.acquire(addr(), ALICE, info('L1'), { generateId: false });
-    expect((await s.states.getUnit(unit, ADMIN)).deletedAt).toBeNull();
+    expect((await s.units.getUnit(ADMIN, unit)).deletedAt).toBeNull();
   });
 
   it('of many concurrent acquirers on one state, exactly one wins, every round', async () => {

@@ -55,7 +55,7 @@ describe('output digests v2 migration', () => {
       { a: { value: 2 }, pw: { value: 's2', sensitive: true } },
     ];
     for (const [i, outputs] of versions.entries()) {
-      await s.states.write({
+      await s.writer.write({
         unit: 'mig/producer',
         workspace: 'default',
         principal: ADMIN,

@@ -54,11 +54,11 @@ describe('state service on a real database', () => {
   const write = (
     text: string | Buffer,
     principal = ADMIN,
-    extra: Partial<Parameters<Services['states']['write']>[0]> = {},
-  ) => s.states.write({ unit, workspace: ws, principal, door: 'api', body: body(text), ...extra });
+    extra: Partial<Parameters<Services['writer']['write']>[0]> = {},
+  ) => s.writer.write({ unit, workspace: ws, principal, door: 'api', body: body(text), ...extra });
 
   const currentText = async (): Promise<string> =>
-    (await readAll((await s.states.openCurrent({ unit, workspace: ws }, ADMIN)).body)).toString();
+    (await readAll((await s.reader.openCurrent(ADMIN, { unit, workspace: ws })).body)).toString();
 
   it('stores each accepted write as a numbered version, byte for byte', async () => {
     const v1 = await write(tfState(1));
@@ -71,9 +71,9 @@ describe('state service on a real database', () => {
       createdBy: 'bootstrap-admin',
     });
     expect(await currentText()).toBe(tfState(2));
-    const old = await s.states.openVersion({ unit, workspace: ws }, 1, ADMIN);
+    const old = await s.reader.openVersion(ADMIN, { unit, workspace: ws }, 1);
     expect((await readAll(old.body)).toString()).toBe(tfState(1));
-    const list = await s.states.listVersions({ unit, workspace: ws }, ADMIN, 10, undefined);
+    const list = await s.reader.listVersions(ADMIN, { unit, workspace: ws }, 10, undefined);
     expect(list.items.map((v) => v.version)).toEqual([2, 1]);
   });
 
@@ -81,7 +81,7 @@ describe('state service on a real database', () => {
     const raw = readFileSync(join(FIXTURES, 'simple.tfstate'));
     await write(raw);
     expect(Buffer.compare(Buffer.from(await currentText()), raw)).toBe(0);
-    const outputs = await s.states.outputs({ unit, workspace: ws }, ADMIN);
+    const outputs = await s.reader.outputs(ADMIN, { unit, workspace: ws });
     const parsed = JSON.parse(raw.toString()) as {
       serial: number;
       outputs: Record<string, unknown>;
@@ -118,7 +118,7 @@ describe('state service on a real database', () => {
     const r = await write(raw);
     expect(r.version).toMatchObject({ encrypted: true, serial: null, lineage: null });
     expect(Buffer.compare(Buffer.from(await currentText()), raw)).toBe(0);
-    expect(await codeOf(s.states.outputs({ unit, workspace: ws }, ADMIN))).toBe('state_encrypted');
+    expect(await codeOf(s.reader.outputs(ADMIN, { unit, workspace: ws }))).toBe('state_encrypted');
   });
 
   it.each([
@@ -130,7 +130,7 @@ describe('state service on a real database', () => {
   ])('refuses %s with invalid_state and stores nothing', async (_label, text) => {
     expect(await codeOf(write(text))).toBe('invalid_state');
     expect(blobs.keys()).toHaveLength(0);
-    expect(await codeOf(s.states.current({ unit, workspace: ws }, ADMIN))).toBe('state_not_found');
+    expect(await codeOf(s.reader.current(ADMIN, { unit, workspace: ws }))).toBe('state_not_found');
   });
 
   it('refuses a body over STATEHOUSE_MAX_STATE_BYTES while streaming, storing nothing', async () => {
@@ -154,7 +154,7 @@ describe('state service on a real database', () => {
     it('makes an old version current as a new version with the same bytes and blob', async () => {
       await write(tfState(1, 'l', { a: 'one' }));
       await write(tfState(2, 'l', { a: 'two' }));
-      const r = await s.states.restore({ unit, workspace: ws }, 1, ADMIN);
+      const r = await s.writer.restore(ADMIN, { unit, workspace: ws }, 1);
       expect(r.version).toMatchObject({ version: 3, serial: 1, restoredFrom: 1 });
       expect(await currentText()).toBe(tfState(1, 'l', { a: 'one' }));
       expect(blobs.keys()).toHaveLength(2);
@@ -166,7 +166,7 @@ describe('state service on a real database', () => {
 
     it('answers created=false when the version already is current', async () => {
       await write(tfState(1));
-      const r = await s.states.restore({ unit, workspace: ws }, 1, ADMIN);
+      const r = await s.writer.restore(ADMIN, { unit, workspace: ws }, 1);
       expect(r.created).toBe(false);
     });
 
@@ -179,8 +179,8 @@ describe('state service on a real database', () => {
         Buffer.from('{"ID":"bob-lock","Who":"bob"}'),
         { generateId: false },
       );
-      const err = await s.states
-        .restore({ unit, workspace: ws }, 1, ALICE)
+      const err = await s.writer
+        .restore(ALICE, { unit, workspace: ws }, 1)
         .catch((e: DomainError) => e);
       expect(err).toBeInstanceOf(DomainError);
       expect((err as DomainError).code).toBe('locked');
@@ -190,7 +190,7 @@ describe('state service on a real database', () => {
 
     it('answers version_not_found for a version that never existed', async () => {
       await write(tfState(1));
-      expect(await codeOf(s.states.restore({ unit, workspace: ws }, 7, ADMIN))).toBe(
+      expect(await codeOf(s.writer.restore(ADMIN, { unit, workspace: ws }, 7))).toBe(
         'version_not_found',
       );
     });
@@ -200,7 +200,7 @@ describe('state service on a real database', () => {
     it('keeps the newest N versions and deletes blobs nothing refers to', async () => {
       s = buildServices(db.dataSource, blobs, { STATEHOUSE_MAX_VERSIONS: '2' });
       for (let i = 1; i <= 5; i++) await write(tfState(i));
-      const list = await s.states.listVersions({ unit, workspace: ws }, ADMIN, 10, undefined);
+      const list = await s.reader.listVersions(ADMIN, { unit, workspace: ws }, 10, undefined);
       expect(list.items.map((v) => v.version)).toEqual([5, 4]);
       expect(blobs.keys()).toHaveLength(2);
     });
@@ -209,8 +209,8 @@ describe('state service on a real database', () => {
       s = buildServices(db.dataSource, blobs, { STATEHOUSE_MAX_VERSIONS: '2' });
       await write(tfState(1, 'l', { a: 'one' }));
       await write(tfState(2, 'l', { a: 'two' }));
-      await s.states.restore({ unit, workspace: ws }, 1, ADMIN); // v3 shares v1's blob; v1 pruned
-      const list = await s.states.listVersions({ unit, workspace: ws }, ADMIN, 10, undefined);
+      await s.writer.restore(ADMIN, { unit, workspace: ws }, 1); // v3 shares v1's blob; v1 pruned
+      const list = await s.reader.listVersions(ADMIN, { unit, workspace: ws }, 10, undefined);
       expect(list.items.map((v) => v.version)).toEqual([3, 2]);
       expect(await currentText()).toBe(tfState(1, 'l', { a: 'one' }));
       expect(blobs.keys()).toHaveLength(2);
@@ -220,19 +220,19 @@ describe('state service on a real database', () => {
   describe('soft delete, undelete and purge', () => {
     it('a deleted workspace state reads as no state, keeps its versions, and comes back on undelete', async () => {
       await write(tfState(1));
-      await s.states.deleteState({ unit, workspace: ws }, ADMIN, 'api');
-      expect(await codeOf(s.states.current({ unit, workspace: ws }, ADMIN))).toBe(
+      await s.writer.deleteState(ADMIN, { unit, workspace: ws }, 'api');
+      expect(await codeOf(s.reader.current(ADMIN, { unit, workspace: ws }))).toBe(
         'state_not_found',
       );
-      const list = await s.states.listVersions({ unit, workspace: ws }, ADMIN, 10, undefined);
+      const list = await s.reader.listVersions(ADMIN, { unit, workspace: ws }, 10, undefined);
       expect(list.items).toHaveLength(1);
-      await s.states.undelete(unit, ws, ADMIN);
+      await s.units.undelete(ADMIN, unit, ws);
       expect(await currentText()).toBe(tfState(1));
     });
 
     it('a write after a delete starts again without the serial guard', async () => {
       await write(tfState(7, 'l'));
-      await s.states.deleteState({ unit, workspace: ws }, ADMIN, 'api');
+      await s.writer.deleteState(ADMIN, { unit, workspace: ws }, 'api');
       const r = await write(tfState(1, 'l'));
       expect(r.version).toMatchObject({ version: 2, serial: 1 });
     });
@@ -242,28 +242,28 @@ describe('state service on a real database', () => {
       await s.locks.acquire({ unit, workspace: ws }, BOB, Buffer.from('{"ID":"L1"}'), {
         generateId: false,
       });
-      const err = await s.states.deleteUnit(unit, ADMIN, 'api').catch((e: DomainError) => e);
+      const err = await s.units.deleteUnit(ADMIN, unit, 'api').catch((e: DomainError) => e);
       expect((err as DomainError).code).toBe('locked');
       expect((err as DomainError).lock?.id).toBe('L1');
-      expect((await s.states.getUnit(unit, ADMIN)).name).toBe(unit);
+      expect((await s.units.getUnit(ADMIN, unit)).name).toBe(unit);
     });
 
     it('a deleted unit keeps its history until purged; purge removes versions and blobs', async () => {
       await write(tfState(1));
       await write(tfState(2));
-      expect(await codeOf(s.states.purge(unit, undefined, ADMIN))).toBe('not_deleted');
-      await s.states.deleteUnit(unit, ADMIN, 'api');
-      expect(await codeOf(s.states.getUnit(unit, ADMIN))).toBe('unit_not_found');
+      expect(await codeOf(s.units.purge(ADMIN, unit, undefined))).toBe('not_deleted');
+      await s.units.deleteUnit(ADMIN, unit, 'api');
+      expect(await codeOf(s.units.getUnit(ADMIN, unit))).toBe('unit_not_found');
       expect(
-        (await s.states.listVersions({ unit, workspace: ws }, ADMIN, 10, undefined)).items,
+        (await s.reader.listVersions(ADMIN, { unit, workspace: ws }, 10, undefined)).items,
       ).toHaveLength(2);
-      expect(await codeOf(s.states.createUnit(unit, ADMIN))).toBe('unit_deleted');
-      await s.states.undelete(unit, undefined, ADMIN);
+      expect(await codeOf(s.units.createUnit(ADMIN, unit))).toBe('unit_deleted');
+      await s.units.undelete(ADMIN, unit, undefined);
       expect(await currentText()).toBe(tfState(2));
-      await s.states.deleteUnit(unit, ADMIN, 'api');
-      await s.states.purge(unit, undefined, ADMIN);
+      await s.units.deleteUnit(ADMIN, unit, 'api');
+      await s.units.purge(ADMIN, unit, undefined);
       expect(
-        await codeOf(s.states.listVersions({ unit, workspace: ws }, ADMIN, 10, undefined)),
+        await codeOf(s.reader.listVersions(ADMIN, { unit, workspace: ws }, 10, undefined)),
       ).toBe('unit_not_found');
       expect(blobs.keys()).toHaveLength(0);
       expect(s.audit.events.map((e) => e.type)).toEqual(
@@ -273,22 +273,22 @@ describe('state service on a real database', () => {
 
     it('purge is refused to a principal without unit.purge', async () => {
       await write(tfState(1));
-      await s.states.deleteUnit(unit, ADMIN, 'api');
-      expect(await codeOf(s.states.purge(unit, undefined, ALICE))).toBe('forbidden');
+      await s.units.deleteUnit(ADMIN, unit, 'api');
+      expect(await codeOf(s.units.purge(ALICE, unit, undefined))).toBe('forbidden');
     });
 
     it('a door write to a deleted unit brings the unit back with only that workspace live', async () => {
       await write(tfState(1));
-      await s.states.write({
+      await s.writer.write({
         unit,
         workspace: 'dev',
         principal: ADMIN,
         door: 'api',
         body: body(tfState(1, 'd')),
       });
-      await s.states.deleteUnit(unit, ADMIN, 'api');
+      await s.units.deleteUnit(ADMIN, unit, 'api');
       await write(tfState(1, 'fresh'));
-      const detail = await s.states.getUnit(unit, ADMIN);
+      const detail = await s.units.getUnit(ADMIN, unit);
       expect(detail.workspaces.map((w) => [w.workspace, w.deleted])).toEqual([
         ['default', false],
         ['dev', true],
@@ -299,7 +299,7 @@ describe('state service on a real database', () => {
   describe('crash safety: a write interrupted at each step leaves the previous version current', () => {
     const assertPreviousIntact = async (): Promise<void> => {
       expect(await currentText()).toBe(tfState(1));
-      const list = await s.states.listVersions({ unit, workspace: ws }, ADMIN, 10, undefined);
+      const list = await s.reader.listVersions(ADMIN, { unit, workspace: ws }, 10, undefined);
       expect(list.items.map((v) => v.version)).toEqual([1]);
     };
 
@@ -342,7 +342,7 @@ describe('state service on a real database', () => {
     it('a stored version whose blob is gone is a server error, never "no state"', async () => {
       await write(tfState(1));
       for (const k of blobs.keys()) await blobs.delete(k);
-      expect(await codeOf(s.states.openCurrent({ unit, workspace: ws }, ADMIN))).toBe(
+      expect(await codeOf(s.reader.openCurrent(ADMIN, { unit, workspace: ws }))).toBe(
         'blob_unreadable',
       );
     });
@@ -359,7 +359,7 @@ describe('state service on a real database', () => {
     );
     expect(ok).toHaveLength(1);
     expect(refused).toHaveLength(7);
-    const list = await s.states.listVersions({ unit, workspace: ws }, ADMIN, 10, undefined);
+    const list = await s.reader.listVersions(ADMIN, { unit, workspace: ws }, 10, undefined);
     expect(list.items.map((v) => v.version)).toEqual([2, 1]);
     expect(blobs.keys()).toHaveLength(2);
   });
@@ -367,16 +367,16 @@ describe('state service on a real database', () => {
   it('lists units by prefix with a cursor, page by page', async () => {
     const prefix = `list-${n}/`;
     for (const name of ['c', 'a', 'b', 'd', 'e'])
-      await s.states.createUnit(`${prefix}${name}`, ADMIN);
+      await s.units.createUnit(ADMIN, `${prefix}${name}`);
     const seen: string[] = [];
     let cursor: string | undefined;
     do {
-      const page = await s.states.listUnits(ADMIN, prefix, 2, cursor);
+      const page = await s.units.listUnits(ADMIN, prefix, 2, cursor);
       seen.push(...page.items.map((u) => u.name));
       cursor = page.nextCursor ?? undefined;
     } while (cursor);
     expect(seen).toEqual(['a', 'b', 'c', 'd', 'e'].map((x) => prefix + x));
-    expect(await codeOf(s.states.listUnits(ADMIN, prefix, 2, 'not-a-cursor!'))).toBe(
+    expect(await codeOf(s.units.listUnits(ADMIN, prefix, 2, 'not-a-cursor!'))).toBe(
       'invalid_request',
     );
   });

@@ -209,7 +209,7 @@ describe('the transaction kernel: retried on deadlock and serialization failure,
           ),
           { generateId: false },
         );
-        await s.states.write({
+        await s.writer.write({
           ...addr,
           principal: ALICE,
           door: 'api',
@@ -229,7 +229,7 @@ describe('the transaction kernel: retried on deadlock and serialization failure,
       expect(stored).toEqual(expect.arrayContaining(['rbac.change', 'state.write']));
       expect(observed.map((e) => e.type)).toEqual(stored);
       expect(s.audit.events.map((e) => e.type)).toEqual(expect.arrayContaining(stored));
-      expect((await s.states.getUnit(unit, ADMIN)).workspaces[0]).toMatchObject({
+      expect((await s.units.getUnit(ADMIN, unit)).workspaces[0]).toMatchObject({
         locked: false,
       });
     });

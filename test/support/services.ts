@@ -17,7 +17,10 @@ import { RbacCache } from '../../src/rbac/rbac-cache';
 import { RbacRepository } from '../../src/rbac/rbac.repository';
 import { RbacService } from '../../src/rbac/rbac.service';
 import { StateRepository } from '../../src/state/state.repository';
-import { StateService } from '../../src/state/state.service';
+import { StateAccess } from '../../src/state/state-access';
+import { StateReader } from '../../src/state/state-reader';
+import { StateWriter } from '../../src/state/state-writer';
+import { UnitsService } from '../../src/state/units.service';
 import { InspectionBudget } from '../../src/state/inspection-budget';
 import { OutputDigester } from '../../src/state/output-digests';
 import { StateWriteHooks } from '../../src/state/write-hooks';
@@ -57,7 +60,10 @@ export const BOB: Principal = { subject: 'user:bob', kind: 'user', via: 'access-
 export interface Services {
   config: AppConfig;
   repo: StateRepository;
-  states: StateService;
+  units: UnitsService;
+  writer: StateWriter;
+  reader: StateReader;
+  access: StateAccess;
   locks: LocksService;
   audit: RecordingAudit;
   blobs: BlobStore;
@@ -85,20 +91,24 @@ export function buildServices(
   const cache = new RbacCache(config);
   const authz = new AuthorizationService(rbacRepo, cache, audit);
   const digester = OutputDigester.withKey(Buffer.alloc(32, 7));
-  const states = new StateService(
+  const access = new StateAccess(repo, authz);
+  const hooks = new StateWriteHooks();
+  const units = new UnitsService(repo, blobs, authz, audit, access, hooks, lockRepo);
+  const writer = new StateWriter(
     repo,
     blobs,
     config,
-    authz,
     audit,
+    access,
     digester,
-    new StateWriteHooks(),
+    hooks,
     new InspectionBudget(config),
     lockRepo,
   );
-  const locks = new LocksService(lockRepo, repo, states, authz, audit);
+  const reader = new StateReader(repo, blobs, authz, audit, access);
+  const locks = new LocksService(lockRepo, repo, access, authz, audit);
   const rbac = new RbacService(rbacRepo, authz, cache, audit);
-  return { config, repo, states, locks, audit, blobs, authz, rbac };
+  return { config, repo, units, writer, reader, access, locks, audit, blobs, authz, rbac };
 }
 
 /** A Terraform v4 state body (pretty-printed like Terraform writes it). */

@@ -9,7 +9,8 @@ import { assertUnitName } from '../../common/names';
 import { MetricsService } from '../../metrics/metrics.service';
 import { AuthorizationService } from '../../rbac/authorization.service';
 import { StateRepository, StateRow } from '../state.repository';
-import { StateAddress, StateService } from '../state.service';
+import { StateAccess } from '../state-access';
+import type { StateAddress } from '../state-types';
 import { Door } from '../state.views';
 import { parseLockInfo } from './lock-info';
 import { HeldLocksSummary, LockRepository } from './lock.repository';
@@ -33,7 +34,7 @@ export class LocksService {
   constructor(
     private readonly locks: LockRepository,
     private readonly repo: StateRepository,
-    private readonly states: StateService,
+    private readonly access: StateAccess,
     private readonly authz: AuthorizationService,
     private readonly audit: AuditService,
     @Optional() private readonly metrics?: MetricsService,
@@ -56,7 +57,7 @@ export class LocksService {
   ): Promise<HeldLock> {
     assertUnitName(addr.unit);
     await this.authz.authorize(principal, 'unit.lock', addr);
-    await this.states.assertMayCreateOnUse(principal, addr.unit);
+    await this.access.assertMayCreateOnUse(principal, addr.unit);
     const { id, infoJson } = parseLockInfo(body, options.generateId);
     let acquired = false;
     const held = await this.repo.transaction(async (m) => {
