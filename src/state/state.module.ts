@@ -20,6 +20,8 @@ import { UnitsController } from './units.controller';
     StateWriteHooks,
     InspectionBudget,
   ],
-  exports: [StateService, LocksService, OutputDigester, StateWriteHooks],
+  // StateRepository is exported for its read-only queries (`unitExists`, `currentOutputs`,
+  // `firstChangedVersions`): the graph reads units, states and versions only through them.
+  exports: [StateService, LocksService, OutputDigester, StateWriteHooks, StateRepository],
 })
 export class StateModule {}
