@@ -6,6 +6,7 @@ import { AuthorizationService } from '../rbac/authorization.service';
 import type { RemoteStateSource } from '../state/state-inspector';
 import { PurgeTarget, StateWriteHook, StateWriteHooks, WriteContext } from '../state/write-hooks';
 import { outputSetDigest, withoutNames } from '../state/output-digests';
+import { StateRepository } from '../state/state.repository';
 import { NodeRef, nodeKey } from './graph-model';
 import { DiscoveredEdge, GraphRepository } from './graph.repository';
 import { producerRights } from './producer-rights';
@@ -31,6 +32,7 @@ export class GraphWriteHook implements StateWriteHook, OnModuleInit {
 
   constructor(
     private readonly repo: GraphRepository,
+    private readonly states: StateRepository,
     private readonly authz: AuthorizationService,
     private readonly hooks: StateWriteHooks,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
@@ -107,7 +109,7 @@ export class GraphWriteHook implements StateWriteHook, OnModuleInit {
     }
     const sensitiveNow = new Map<string, readonly string[]>();
     const excludedProducers = readable.filter((r) => r.excluded).map((r) => r.producer);
-    for (const p of await this.repo.producers(excludedProducers)) {
+    for (const p of await this.states.currentOutputs(excludedProducers)) {
       sensitiveNow.set(nodeKey(p), p.sensitive_outputs ?? []);
     }
     const edges: DiscoveredEdge[] = [];

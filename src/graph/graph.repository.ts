@@ -34,15 +34,6 @@ export interface DiscoveredEdge {
   sensitiveExcluded: boolean;
 }
 
-/** A producer state's current version and output digests. */
-export interface ProducerRow {
-  unit: string;
-  workspace: string;
-  version: number;
-  output_digests: Record<string, string> | null;
-  sensitive_outputs: string[] | null;
-}
-
 const EDGE_COLUMNS = `e.id, e.producer_unit, e.producer_workspace, e.consumer_unit, e.consumer_workspace,
   e.source, e.name, e.outputs, e.input, e.recorded, e.producer_version, e.sensitive_excluded,
   e.recorded_at, e.created_by, e.created_at`;
@@ -58,6 +49,13 @@ const EDGE_ORDER = `e.consumer_unit, e.consumer_workspace, e.producer_unit, e.pr
 /**
  * SQL for the dependency graph. Methods that take an `EntityManager` run inside the caller's
  * transaction (a consumer's write): on the embedded database nothing else may query then.
+ *
+ * This repository writes `graph_edges` and nothing else. What the graph reads of units, states
+ * and versions (the state module's tables) it asks `StateRepository`'s read-only queries
+ * (`unitExists`, `currentOutputs`, `firstChangedVersions`). Three statements here still read
+ * those tables themselves, each marked "Joins the state module's tables": each writes edges
+ * with the producer version it reads, in one statement (one snapshot, one round trip); a read
+ * through `StateRepository` and then a write here would be two.
  */
 @Injectable()
 export class GraphRepository {
@@ -90,6 +88,8 @@ export class GraphRepository {
     subject: string,
   ): Promise<void> {
     if (edges !== undefined) await this.replaceDiscovered(m, consumer, edges, subject);
+    // Joins the state module's tables (read only): the declared edges take their producers'
+    // current versions in the same statement (see the class comment).
     await m.query(
       `UPDATE graph_edges e
           SET recorded = coalesce(cur.output_digests, '{}'::jsonb), producer_version = cur.version,
@@ -136,6 +136,8 @@ export class GraphRepository {
     // was recorded — two index lookups per edge (ix_versions_output_set,
     // ix_versions_public_output_set), not a comparison with every version of the producer.
     // An edge that leaves sensitive outputs out matches the non-sensitive set only.
+    // Joins the state module's tables (read only): the version lookup is part of the insert
+    // (see the class comment).
     const kept =
       edges.length === 0
         ? []
@@ -189,15 +191,6 @@ export class GraphRepository {
     );
   }
 
-  async unitExists(name: string): Promise<boolean> {
-    const rows = await sqlRows<{ one: number }>(
-      this.db.manager,
-      'SELECT 1 AS one FROM units WHERE name = $1 AND deleted_at IS NULL',
-      [name],
-    );
-    return rows.length > 0;
-  }
-
   async insertDeclared(
     m: EntityManager,
     e: {
@@ -210,6 +203,8 @@ export class GraphRepository {
       createdBy: string;
     },
   ): Promise<EdgeRow | undefined> {
+    // Joins the state module's tables (read only): the new edge records its producer's current
+    // version in the same statement (see the class comment).
     const rows = await sqlRows<EdgeRow>(
       m,
       `INSERT INTO graph_edges (producer_unit, producer_workspace, consumer_unit, consumer_workspace,
@@ -297,74 +292,5 @@ export class GraphRepository {
         ORDER BY ${EDGE_ORDER}`,
       [node.unit, node.workspace],
     );
-  }
-
-  /** Current versions and output digests of these states (absent: no unit, state or version). */
-  async producers(nodes: NodeRef[]): Promise<ProducerRow[]> {
-    if (nodes.length === 0) return [];
-    return sqlRows<ProducerRow>(
-      this.db.manager,
-      // One index lookup per node (LATERAL): a plain join lets the planner, without table
-      // statistics (the embedded database has no autovacuum), join every node to every state
-      // of the workspace first — seconds instead of milliseconds at 2,000 units.
-      `SELECT n.unit, n.workspace, v.version, v.output_digests, v.sensitive_outputs
-         FROM unnest($1::text[], $2::text[]) AS n(unit, workspace)
-         CROSS JOIN LATERAL (
-           SELECT s.current_version_id
-             FROM units u
-             JOIN states s ON s.unit_id = u.id AND s.workspace = n.workspace AND s.deleted_at IS NULL
-            WHERE u.name = n.unit AND u.deleted_at IS NULL
-            OFFSET 0
-         ) cur
-         JOIN versions v ON v.id = cur.current_version_id`,
-      [nodes.map((n) => n.unit), nodes.map((n) => n.workspace)],
-    );
-  }
-
-  /**
-   * For each stale edge: the first producer version after `after` in which one of the outputs
-   * in `recorded` (the changed ones, with what the consumer read; null: never read) differs —
-   * for an edge that leaves sensitive outputs out, not counting an output sensitive in that
-   * version. One statement for all of them; null where no kept version does.
-   */
-  async staleSince(
-    edges: {
-      producer: NodeRef;
-      after: number;
-      recorded: Record<string, string | null>;
-      sensitiveExcluded: boolean;
-    }[],
-  ): Promise<(number | null)[]> {
-    if (edges.length === 0) return [];
-    const rows = await sqlRows<{ i: number; since: number | null }>(
-      this.db.manager,
-      `SELECT x.i,
-              (SELECT min(v.version)
-                 FROM units u
-                 JOIN states s ON s.unit_id = u.id AND s.workspace = x.workspace
-                 JOIN versions v ON v.state_id = s.id AND v.version > x.after
-                WHERE u.name = x.unit
-                  AND EXISTS (SELECT 1 FROM jsonb_each_text(x.recorded) r
-                               WHERE (v.output_digests ->> r.key) IS DISTINCT FROM r.value
-                                 AND NOT (x.excluded AND r.key = ANY(coalesce(v.sensitive_outputs, '{}'))))
-              ) AS since
-         FROM jsonb_to_recordset($1::jsonb)
-              AS x(i int, unit text, workspace text, after int, recorded jsonb, excluded boolean)`,
-      [
-        JSON.stringify(
-          edges.map((e, i) => ({
-            i,
-            unit: e.producer.unit,
-            workspace: e.producer.workspace,
-            after: e.after,
-            recorded: e.recorded,
-            excluded: e.sensitiveExcluded,
-          })),
-        ),
-      ],
-    );
-    const out: (number | null)[] = edges.map(() => null);
-    for (const r of rows) out[r.i] = r.since === null ? null : Number(r.since);
-    return out;
   }
 }

@@ -5,6 +5,7 @@ import type { Principal } from '../auth/principal';
 import { DomainError, invalidRequest } from '../common/errors';
 import { assertUnitName, assertWorkspace } from '../common/names';
 import { AuthorizationService } from '../rbac/authorization.service';
+import { StateRepository } from '../state/state.repository';
 import {
   analyse,
   Analysis,
@@ -50,6 +51,7 @@ const refOf = (k: string): NodeRef => {
 export class GraphService {
   constructor(
     private readonly repo: GraphRepository,
+    private readonly states: StateRepository,
     private readonly authz: AuthorizationService,
     private readonly audit: AuditService,
   ) {}
@@ -91,7 +93,7 @@ export class GraphService {
     await this.authz.authorize(principal, 'graph.write', consumer);
     const sensitiveExcluded = !(await producerRights(this.authz, principal).sensitive(producer));
     for (const n of [producer, consumer]) {
-      if (!(await this.repo.unitExists(n.unit))) {
+      if (!(await this.states.unitExists(n.unit))) {
         throw new DomainError('unit_not_found', `unit ${n.unit} does not exist`);
       }
     }
@@ -204,7 +206,7 @@ export class GraphService {
   async unitStatus(principal: Principal, unit: string, workspace: string): Promise<UnitStatusView> {
     const node = nodeOf({ unit, workspace });
     await this.authz.authorize(principal, 'graph.read', node);
-    if (!(await this.repo.unitExists(node.unit))) {
+    if (!(await this.states.unitExists(node.unit))) {
       throw new DomainError('unit_not_found', `unit ${node.unit} does not exist`);
     }
     const rows = await this.repo.upstreamEdges(node);
@@ -323,7 +325,7 @@ export class GraphService {
       if (both) wanted.set(nodeKey(consumerOf(r)), consumerOf(r));
     }
     const out = new Map<string, ProducerState>();
-    for (const p of await this.repo.producers([...wanted.values()])) {
+    for (const p of await this.states.currentOutputs([...wanted.values()])) {
       out.set(nodeKey(p), {
         version: p.version,
         digests: p.output_digests ?? {},
@@ -359,12 +361,12 @@ export class GraphService {
     const todo = inputs.filter(
       (x) => x.view.status === 'stale' && x.view.edge !== null && x.row.producer_version !== null,
     );
-    const since = await this.repo.staleSince(
+    const since = await this.states.firstChangedVersions(
       todo.map((x) => ({
-        producer: x.edge.producer,
+        state: x.edge.producer,
         after: x.row.producer_version as number,
         recorded: Object.fromEntries(x.view.changed.map((n) => [n, x.edge.recorded[n] ?? null])),
-        sensitiveExcluded: x.edge.sensitiveExcluded,
+        excluded: x.edge.sensitiveExcluded,
       })),
     );
     todo.forEach((x, i) => (x.view.staleSince = since[i]));

@@ -26,6 +26,8 @@ import { UnitsController } from './units.controller';
     StateWriteHooks,
     InspectionBudget,
   ],
+  // StateRepository is exported for its read-only queries (`unitExists`, `currentOutputs`,
+  // `firstChangedVersions`): the graph reads units, states and versions only through them.
   exports: [
     StateAccess,
     UnitsService,
@@ -34,6 +36,7 @@ import { UnitsController } from './units.controller';
     LocksService,
     OutputDigester,
     StateWriteHooks,
+    StateRepository,
   ],
 })
 export class StateModule {}

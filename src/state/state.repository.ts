@@ -64,6 +64,15 @@ export interface StateSummaryRow extends StateRow {
   lock_principal: string | null;
 }
 
+/** A state's current version and its output digests (`currentOutputs`). */
+export interface CurrentOutputsRow {
+  unit: string;
+  workspace: string;
+  version: number;
+  output_digests: Record<string, string> | null;
+  sensitive_outputs: string[] | null;
+}
+
 export interface LiveStateRow {
   unit: string;
   workspace: string;
@@ -500,5 +509,95 @@ export class StateRepository {
         ORDER BY v.version DESC LIMIT $3`,
       [stateId, before ?? null, limit],
     );
+  }
+
+  // ------------------------------------------------------------------ read-only queries for other modules
+  //
+  // Named, read-only queries of units, states and versions for the modules that may not touch
+  // those tables themselves (the graph's staleness). Each is one statement on `this.db.manager`,
+  // outside any transaction, and writes nothing.
+
+  /** Whether a live (not soft-deleted) unit of that name exists. Read-only. */
+  async unitExists(name: string): Promise<boolean> {
+    const rows = await sqlRows<{ one: number }>(
+      this.db.manager,
+      'SELECT 1 AS one FROM units WHERE name = $1 AND deleted_at IS NULL',
+      [name],
+    );
+    return rows.length > 0;
+  }
+
+  /**
+   * Current versions and output digests of these states (absent: no live unit, live state or
+   * current version). Read-only, one statement for all of them.
+   */
+  async currentOutputs(
+    states: { unit: string; workspace: string }[],
+  ): Promise<CurrentOutputsRow[]> {
+    if (states.length === 0) return [];
+    return sqlRows<CurrentOutputsRow>(
+      this.db.manager,
+      // One index lookup per node (LATERAL): a plain join lets the planner, without table
+      // statistics (the embedded database has no autovacuum), join every node to every state
+      // of the workspace first — seconds instead of milliseconds at 2,000 units.
+      `SELECT n.unit, n.workspace, v.version, v.output_digests, v.sensitive_outputs
+         FROM unnest($1::text[], $2::text[]) AS n(unit, workspace)
+         CROSS JOIN LATERAL (
+           SELECT s.current_version_id
+             FROM units u
+             JOIN states s ON s.unit_id = u.id AND s.workspace = n.workspace AND s.deleted_at IS NULL
+            WHERE u.name = n.unit AND u.deleted_at IS NULL
+            OFFSET 0
+         ) cur
+         JOIN versions v ON v.id = cur.current_version_id`,
+      [states.map((n) => n.unit), states.map((n) => n.workspace)],
+    );
+  }
+
+  /**
+   * For each item: the first version of the state after `after` in which one of the outputs
+   * in `recorded` (output name → the digest a reader saw; null: never seen) differs — when
+   * `excluded`, not counting an output sensitive in that version. Null where no kept version
+   * does. Read-only, one statement for all of them (the graph's `staleSince`).
+   */
+  async firstChangedVersions(
+    items: {
+      state: { unit: string; workspace: string };
+      after: number;
+      recorded: Record<string, string | null>;
+      excluded: boolean;
+    }[],
+  ): Promise<(number | null)[]> {
+    if (items.length === 0) return [];
+    const rows = await sqlRows<{ i: number; since: number | null }>(
+      this.db.manager,
+      `SELECT x.i,
+              (SELECT min(v.version)
+                 FROM units u
+                 JOIN states s ON s.unit_id = u.id AND s.workspace = x.workspace
+                 JOIN versions v ON v.state_id = s.id AND v.version > x.after
+                WHERE u.name = x.unit
+                  AND EXISTS (SELECT 1 FROM jsonb_each_text(x.recorded) r
+                               WHERE (v.output_digests ->> r.key) IS DISTINCT FROM r.value
+                                 AND NOT (x.excluded AND r.key = ANY(coalesce(v.sensitive_outputs, '{}'))))
+              ) AS since
+         FROM jsonb_to_recordset($1::jsonb)
+              AS x(i int, unit text, workspace text, after int, recorded jsonb, excluded boolean)`,
+      [
+        JSON.stringify(
+          items.map((e, i) => ({
+            i,
+            unit: e.state.unit,
+            workspace: e.state.workspace,
+            after: e.after,
+            recorded: e.recorded,
+            excluded: e.excluded,
+          })),
+        ),
+      ],
+    );
+    const out: (number | null)[] = items.map(() => null);
+    for (const r of rows) out[r.i] = r.since === null ? null : Number(r.since);
+    return out;
   }
 }
