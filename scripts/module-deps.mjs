@@ -41,8 +41,8 @@ export const LAYERS = [
   's3compat', // door: the S3-compatible endpoint
   'graph', // the dependency graph (a write hook on state)
   'state', // units, workspaces, versions: the write and read paths
-  'rbac',
-  'auth',
+  'auth', // who is calling: login, tokens, STS credentials, revocation, the global guard
+  'rbac', // what a principal may do: roles, rules, the authorization decision
   'audit',
   'metrics',
   'database',

@@ -18,8 +18,8 @@ import {
   MaxLength,
   Min,
 } from 'class-validator';
-import { CurrentPrincipal } from '../auth/auth.decorators';
-import type { Principal } from '../auth/principal';
+import { CurrentPrincipal } from '../common/route-auth';
+import type { Principal } from '../common/principal';
 import { DomainError } from '../common/errors';
 import { UnitNameLength } from '../common/name-fields';
 import { AuthorizationService } from '../rbac/authorization.service';

@@ -6,7 +6,7 @@ import type { TransactionStep } from '../database/sql';
 import { AuditService, SecurityEventInput } from '../audit/audit.service';
 import { changeEvent } from '../audit/events';
 import { decodeCursor, encodeCursor } from '../common/cursor';
-import { Principal } from '../auth/principal';
+import { Principal } from '../common/principal';
 import { APP_CONFIG, AppConfig, Failpoint } from '../config/config';
 import { DomainError } from '../common/errors';
 import { assertUnitName } from '../common/names';
