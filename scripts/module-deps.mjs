@@ -42,8 +42,8 @@ export const LAYERS = [
   's3compat', // door: the S3-compatible endpoint
   'graph', // the dependency graph (a write hook on state)
   'state', // units, workspaces, versions: the write and read paths
-  'rbac',
-  'auth',
+  'auth', // who is calling: login, tokens, STS credentials, revocation, the global guard
+  'rbac', // what a principal may do: roles, rules, the authorization decision
   'audit',
   'metrics',
   'storage', // blob stores; the postgres one keeps blobs in the database

@@ -1,4 +1,4 @@
-import { Controller, Get, Query } from '@nestjs/common';
+import { Controller, Get, Inject, Query } from '@nestjs/common';
 import {
   ApiBearerAuth,
   ApiOkResponse,
@@ -18,11 +18,11 @@ import {
   MaxLength,
   Min,
 } from 'class-validator';
-import { CurrentPrincipal } from '../auth/auth.decorators';
-import type { Principal } from '../auth/principal';
+import { CurrentPrincipal } from '../common/route-auth';
+import type { Principal } from '../common/principal';
 import { DomainError } from '../common/errors';
 import { UnitNameLength } from '../common/name-fields';
-import { AuthorizationService } from '../rbac/authorization.service';
+import { AUDIT_READ_AUTHORIZER, AuditReadAuthorizer } from './audit-read-authorizer';
 import { AuditService } from './audit.service';
 
 class AuditQuery {
@@ -108,7 +108,7 @@ class AuditPageView {
 export class AuditController {
   constructor(
     private readonly audit: AuditService,
-    private readonly authz: AuthorizationService,
+    @Inject(AUDIT_READ_AUTHORIZER) private readonly readers: AuditReadAuthorizer,
   ) {}
 
   @Get()
@@ -118,7 +118,7 @@ export class AuditController {
     @Query() q: AuditQuery,
     @CurrentPrincipal() principal: Principal,
   ): Promise<AuditPageView> {
-    await this.authz.authorize(principal, 'audit.read', { unit: '*' });
+    await this.readers.authorizeRead(principal);
     const since = q.since ? new Date(q.since) : undefined;
     const until = q.until ? new Date(q.until) : undefined;
     if (since && until && since >= until)

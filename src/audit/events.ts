@@ -1,4 +1,4 @@
-import type { Principal } from '../auth/principal';
+import type { Principal } from '../common/principal';
 import type { SecurityEventInput } from './audit.service';
 import type { SecurityEvent } from './security-event';
 

@@ -25,7 +25,7 @@ import { AuditService } from '../audit/audit.service';
 import { APP_CONFIG, AppConfig } from '../config/config';
 import { DomainError } from '../common/errors';
 import { AuthorizationService } from '../rbac/authorization.service';
-import { CurrentPrincipal, Public } from './auth.decorators';
+import { CurrentPrincipal, Public } from '../common/route-auth';
 import { BootstrapTokenService } from './bootstrap-token.service';
 import {
   ApiTokenView,
@@ -39,7 +39,7 @@ import {
   TokenResponseView,
 } from './dto/auth.dto';
 import { OidcService } from './oidc/oidc.service';
-import type { Principal } from './principal';
+import type { Principal } from '../common/principal';
 import { StsService } from './sts/sts.service';
 import { ApiTokenService } from './tokens/api-token.service';
 import { TokenService } from './tokens/token.service';

@@ -6,9 +6,9 @@ import { APP_CONFIG, AppConfig } from '../config/config';
 import { DomainError } from '../common/errors';
 import { Door, DOOR_KEY, setRequestDoor } from '../common/request-context';
 import { MetricsService } from '../metrics/metrics.service';
-import { ALLOW_BASIC_AUTH, IS_PUBLIC, SELF_AUTHENTICATED } from './auth.decorators';
+import { ALLOW_BASIC_AUTH, IS_PUBLIC, SELF_AUTHENTICATED } from '../common/route-auth';
 import { CREDENTIAL_VERIFIERS, CredentialVerifier } from './credential-verifier';
-import { ANONYMOUS_ADMIN, Principal, PRINCIPAL_KEY } from './principal';
+import { ANONYMOUS_ADMIN, Principal, PRINCIPAL_KEY } from '../common/principal';
 
 /** The bearer secret of a request: `Bearer <token>`, or where allowed the basic-auth password. */
 export function presentedSecret(

@@ -6,7 +6,7 @@ import { APP_CONFIG, AppConfig } from '../config/config';
 import { DomainError } from '../common/errors';
 import { holdUntilStarted } from '../common/startup';
 import { CredentialVerifier } from './credential-verifier';
-import { BOOTSTRAP_ADMIN, Principal } from './principal';
+import { BOOTSTRAP_ADMIN, Principal } from '../common/principal';
 import { insertSettingIfAbsent, putSetting, readSetting } from '../database/settings.repository';
 import { ADVISORY_LOCK, transaction, withAdvisoryLock } from '../database/transaction';
 

@@ -1,4 +1,4 @@
-import type { Principal } from './principal';
+import type { Principal } from '../common/principal';
 
 /**
  * One way of proving identity with a bearer secret (bootstrap token, access token, API token…).

@@ -1,6 +1,6 @@
 import { Controller, Get, Header } from '@nestjs/common';
 import { ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
-import { Public } from './auth.decorators';
+import { Public } from '../common/route-auth';
 import { SigningKeys } from './tokens/signing-keys.service';
 
 @ApiTags('auth')

@@ -11,8 +11,8 @@ import {
   ApiTags,
 } from '@nestjs/swagger';
 import type { Response } from 'express';
-import { CurrentPrincipal } from '../auth/auth.decorators';
-import type { Principal } from '../auth/principal';
+import { CurrentPrincipal } from '../common/route-auth';
+import type { Principal } from '../common/principal';
 import { WorkspaceQuery } from '../state/dto/state.dto';
 import {
   DeclareEdgeDto,

@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { AuditService } from '../audit/audit.service';
 import { changeEvent } from '../audit/events';
-import type { Principal } from '../auth/principal';
+import type { Principal } from '../common/principal';
 import { DomainError, invalidRequest } from '../common/errors';
 import { assertUnitName, assertWorkspace } from '../common/names';
 import { AuthorizationService } from '../rbac/authorization.service';

@@ -1,4 +1,4 @@
-import type { Principal } from '../auth/principal';
+import type { Principal } from '../common/principal';
 import type { AuthorizationService } from '../rbac/authorization.service';
 import { NodeRef, nodeKey } from './graph-model';
 

@@ -8,7 +8,7 @@ import {
 import { HealthCheckService, HealthIndicatorService } from '@nestjs/terminus';
 import type { Response } from 'express';
 import { DataSource } from 'typeorm';
-import { Public } from '../auth/auth.decorators';
+import { Public } from '../common/route-auth';
 import { codeSchema, schemaVerdict } from '../database/migrator';
 import { refusalMessage } from '../database/schema-compat';
 import { StopState } from './stopping';

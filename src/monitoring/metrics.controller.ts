@@ -7,7 +7,7 @@ import {
   ApiUnauthorizedResponse,
 } from '@nestjs/swagger';
 import type { Response } from 'express';
-import { Public } from '../auth/auth.decorators';
+import { Public } from '../common/route-auth';
 import { MetricsTokenGuard } from './metrics-token.guard';
 import { MetricsService } from '../metrics/metrics.service';
 

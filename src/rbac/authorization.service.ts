@@ -1,6 +1,6 @@
 import { Injectable, Optional } from '@nestjs/common';
 import { AuditService } from '../audit/audit.service';
-import { Principal } from '../auth/principal';
+import { Principal } from '../common/principal';
 import { DomainError } from '../common/errors';
 import { MetricsService } from '../metrics/metrics.service';
 import { Action, Resource } from './actions';

@@ -6,8 +6,8 @@ import {
   ApiOperation,
   ApiTags,
 } from '@nestjs/swagger';
-import { CurrentPrincipal } from '../auth/auth.decorators';
-import type { Principal } from '../auth/principal';
+import { CurrentPrincipal } from '../common/route-auth';
+import type { Principal } from '../common/principal';
 import { AuthorizationService } from './authorization.service';
 import {
   AssignDto,

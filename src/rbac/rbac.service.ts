@@ -1,7 +1,7 @@
 import { Injectable, Logger, OnApplicationBootstrap } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
 import { AuditService } from '../audit/audit.service';
-import type { Principal } from '../auth/principal';
+import type { Principal } from '../common/principal';
 import { DomainError } from '../common/errors';
 import { MAX_RBAC_NAME_LENGTH, MAX_WORKSPACE_LENGTH } from '../common/names';
 import { ACTIONS, Action, Resource } from './actions';

@@ -1,7 +1,7 @@
 import { Injectable, Logger, BeforeApplicationShutdown, OnModuleInit } from '@nestjs/common';
 import { createHash } from 'node:crypto';
 import { AuditService } from '../audit/audit.service';
-import type { Principal } from '../auth/principal';
+import type { Principal } from '../common/principal';
 import type { TransactionStep } from '../database/sql';
 import { S3Error } from './s3-errors';
 import type { SigningContext } from './sigv4';

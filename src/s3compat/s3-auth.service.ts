@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import type { Request } from 'express';
 import { AuditService } from '../audit/audit.service';
-import type { Principal } from '../auth/principal';
+import type { Principal } from '../common/principal';
 import { StsService } from '../auth/sts/sts.service';
 import { TokenRejected } from '../auth/tokens/jwt';
 import { S3Error } from './s3-errors';

@@ -3,7 +3,7 @@ import { ApiExcludeController } from '@nestjs/swagger';
 import { RawBody } from '../common/body-parsing';
 import type { Request, Response } from 'express';
 import { pipeline } from 'node:stream/promises';
-import { SelfAuthenticated } from '../auth/auth.decorators';
+import { SelfAuthenticated } from '../common/route-auth';
 import { DomainError } from '../common/errors';
 import { currentRequestContext, ThroughDoor } from '../common/request-context';
 import { S3AuthService, S3Caller } from './s3-auth.service';

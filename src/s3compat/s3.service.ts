@@ -9,7 +9,7 @@ import {
 import type { Request } from 'express';
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { Readable, Transform, TransformCallback } from 'node:stream';
-import type { Principal } from '../auth/principal';
+import type { Principal } from '../common/principal';
 import { APP_CONFIG, AppConfig } from '../config/config';
 import { DomainError } from '../common/errors';
 import { headerValue } from '../common/raw-body';

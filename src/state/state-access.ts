@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import type { Principal } from '../auth/principal';
+import type { Principal } from '../common/principal';
 import { AuthorizationService, Decider } from '../rbac/authorization.service';
 import { DomainError } from '../common/errors';
 import { assertUnitName } from '../common/names';

@@ -2,7 +2,7 @@ import { Injectable, Logger, Inject } from '@nestjs/common';
 import { Readable } from 'node:stream';
 import { AuditService } from '../audit/audit.service';
 import { changeEvent } from '../audit/events';
-import type { Principal } from '../auth/principal';
+import type { Principal } from '../common/principal';
 import { decodeCursor, encodeCursor } from '../common/cursor';
 import { DomainError } from '../common/errors';
 import { assertUnitName } from '../common/names';

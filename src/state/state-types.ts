@@ -1,5 +1,5 @@
 import type { Readable } from 'node:stream';
-import type { Principal } from '../auth/principal';
+import type { Principal } from '../common/principal';
 import type { TransactionStep } from '../database/sql';
 import type { Door, VersionView } from './state.views';
 

@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { EntityManager } from 'typeorm';
 import { AuditService } from '../audit/audit.service';
 import { changeEvent } from '../audit/events';
-import type { Principal } from '../auth/principal';
+import type { Principal } from '../common/principal';
 import { DomainError } from '../common/errors';
 import { assertUnitName } from '../common/names';
 import { feed } from '../common/streams';

@@ -26,8 +26,8 @@ import {
   ApiTags,
 } from '@nestjs/swagger';
 import type { Request, Response } from 'express';
-import { CurrentPrincipal } from '../auth/auth.decorators';
-import type { Principal } from '../auth/principal';
+import { CurrentPrincipal } from '../common/route-auth';
+import type { Principal } from '../common/principal';
 import { RawBody } from '../common/body-parsing';
 import { assertWorkspace } from '../common/names';
 import { declaredLength, headerValue } from '../common/raw-body';

@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
-import type { Principal } from '../auth/principal';
+import type { Principal } from '../common/principal';
 import type { InspectedState } from './state-inspector';
 import type { VersionRow } from './state.repository';
 

@@ -9,7 +9,7 @@
  * - old versions guarded like the current state, and restores like writes;
  * - a restore racing a unit delete never leaves a live state under a deleted unit.
  */
-import { Principal } from '../../src/auth/principal';
+import { Principal } from '../../src/common/principal';
 import { DomainError } from '../../src/common/errors';
 import { Action } from '../../src/rbac/actions';
 import { RuleInput } from '../../src/rbac/rbac.service';

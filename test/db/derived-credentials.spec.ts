@@ -16,7 +16,7 @@ import { SignJWT } from 'jose';
 import { Client } from 'pg';
 import { DataSource } from 'typeorm';
 import { IdentityRepository } from '../../src/auth/identity.repository';
-import { Principal } from '../../src/auth/principal';
+import { Principal } from '../../src/common/principal';
 import { CredentialRevocations } from '../../src/auth/revocation/credential-revocations.service';
 import { RevocationRepository } from '../../src/auth/revocation/revocation.repository';
 import { StsService } from '../../src/auth/sts/sts.service';

@@ -1,5 +1,5 @@
 import { DataSource } from 'typeorm';
-import { Principal } from '../../src/auth/principal';
+import { Principal } from '../../src/common/principal';
 import { DomainError } from '../../src/common/errors';
 import { MemoryBlobStore } from '../../src/storage/memory-blob.store';
 import { ON_POSTGRES, openTestDatabase, TestDatabase } from '../support/database';

@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { DataSource } from 'typeorm';
 import { CredentialLineage1764640000000 } from '../../migrations/1764640000000-credential-lineage';
 import { IdentityRepository } from '../../src/auth/identity.repository';
-import { Principal } from '../../src/auth/principal';
+import { Principal } from '../../src/common/principal';
 import { CredentialRevocations } from '../../src/auth/revocation/credential-revocations.service';
 import { RevocationRepository } from '../../src/auth/revocation/revocation.repository';
 import { StsService } from '../../src/auth/sts/sts.service';

@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from 'pg';
 import { DataSource } from 'typeorm';
-import { Principal } from '../../src/auth/principal';
+import { Principal } from '../../src/common/principal';
 import { DomainError } from '../../src/common/errors';
 import { AppConfig, loadConfig } from '../../src/config/config';
 import { Action, ACTIONS } from '../../src/rbac/actions';

@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import type { Principal } from '../../src/auth/principal';
+import type { Principal } from '../../src/common/principal';
 import { ReplayedRequestError, ReplayGuardService } from '../../src/s3compat/replay-guard.service';
 import type { SigningContext } from '../../src/s3compat/sigv4';
 import { UsedSignatureRepository } from '../../src/s3compat/used-signature.repository';

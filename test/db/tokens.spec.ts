@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { decodeProtectedHeader } from 'jose';
 import { DataSource } from 'typeorm';
 import { IdentityRepository } from '../../src/auth/identity.repository';
-import { Principal } from '../../src/auth/principal';
+import { Principal } from '../../src/common/principal';
 import { CredentialRevocations } from '../../src/auth/revocation/credential-revocations.service';
 import { RevocationRepository } from '../../src/auth/revocation/revocation.repository';
 import { API_TOKEN_PREFIX, ApiTokenService } from '../../src/auth/tokens/api-token.service';

@@ -4,7 +4,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { request } from 'node:http';
 import { AppModule } from '../../src/app.module';
-import { IS_PUBLIC, SELF_AUTHENTICATED } from '../../src/auth/auth.decorators';
+import { IS_PUBLIC, SELF_AUTHENTICATED } from '../../src/common/route-auth';
 import { generateOpenApi } from '../../src/cli/openapi.command';
 import { loadConfig } from '../../src/config/config';
 import { freshServerEnv } from '../support/database';

@@ -6,7 +6,7 @@ import { Readable } from 'node:stream';
 import { DataSource } from 'typeorm';
 import { AuditService } from '../../src/audit/audit.service';
 import { SecurityEvent } from '../../src/audit/security-event';
-import { Principal } from '../../src/auth/principal';
+import { Principal } from '../../src/common/principal';
 import { DomainError } from '../../src/common/errors';
 import { afterCommit } from '../../src/database/transaction';
 import { AppConfig, loadConfig } from '../../src/config/config';

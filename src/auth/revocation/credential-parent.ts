@@ -1,18 +1,11 @@
+import type { CredentialParent, ParentKind } from '../../common/principal';
+
 /**
- * The credential a derived credential was minted from. Every access token names its login
- * session (refresh-token family) and every S3 session token names the API token or login
- * session behind the caller that minted it, in a signed `parent` claim: revoking that parent
- * (revoking the API token, logging out) revokes everything derived from it.
+ * How a credential's parent (`CredentialParent`, in src/common/principal.ts) is written in the
+ * signed `parent` claim of access tokens and S3 session tokens:
  *
  *   parent = "api_token:<uuid>" | "refresh_family:<uuid>"
  */
-export type ParentKind = 'api_token' | 'refresh_family';
-
-export interface CredentialParent {
-  kind: ParentKind;
-  id: string;
-}
-
 const PARENT =
   /^(api_token|refresh_family):([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$/;
 

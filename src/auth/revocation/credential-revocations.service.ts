@@ -3,7 +3,8 @@ import { EntityManager } from 'typeorm';
 import { APP_CONFIG, AppConfig } from '../../config/config';
 import { RbacCache } from '../../rbac/rbac-cache';
 import { CLOCK_TOLERANCE_SECONDS } from '../tokens/jwt';
-import { CredentialParent, formatParent } from './credential-parent';
+import type { CredentialParent } from '../../common/principal';
+import { formatParent } from './credential-parent';
 import { RevocationRepository, REVOCATIONS_CHANNEL } from './revocation.repository';
 
 /** Slack for a credential minted while its parent was being revoked (the mint had checked it). */

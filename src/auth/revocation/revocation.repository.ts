@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { DataSource, EntityManager } from 'typeorm';
 import { sqlRows } from '../../database/sql';
-import { CredentialParent } from './credential-parent';
+import type { CredentialParent } from '../../common/principal';
 
 /** Every replica drops its cached revocation answers on a NOTIFY on this channel. */
 export const REVOCATIONS_CHANNEL = 'statehouse_revocations';

@@ -4,7 +4,7 @@ import { AuditService } from '../../audit/audit.service';
 import { APP_CONFIG, AppConfig } from '../../config/config';
 import { DomainError } from '../../common/errors';
 import { SharedSecrets } from '../../database/shared-secrets.service';
-import { BOOTSTRAP_ADMIN, Principal } from '../principal';
+import { BOOTSTRAP_ADMIN, Principal } from '../../common/principal';
 import { derivedExpiry, epochSeconds, formatParent } from '../revocation/credential-parent';
 import { CredentialRevocations } from '../revocation/credential-revocations.service';
 import { TokenRejected, verifySessionToken, VerifiedClaims } from '../tokens/jwt';

@@ -5,7 +5,7 @@ import { DomainError } from '../../common/errors';
 import { AuthorizationService } from '../../rbac/authorization.service';
 import { CredentialVerifier } from '../credential-verifier';
 import { ApiTokenRow, IdentityRepository } from '../identity.repository';
-import { BOOTSTRAP_ADMIN, Principal } from '../principal';
+import { BOOTSTRAP_ADMIN, Principal } from '../../common/principal';
 import { epochSeconds } from '../revocation/credential-parent';
 import { CredentialRevocations } from '../revocation/credential-revocations.service';
 import { Identity, principalFromIdentity, sha256Hex } from './token.service';

@@ -1,6 +1,7 @@
 import { KeyObject } from 'node:crypto';
 import { decodeProtectedHeader, errors, JWTPayload, jwtVerify } from 'jose';
-import { CredentialParent, parseParent } from '../revocation/credential-parent';
+import type { CredentialParent } from '../../common/principal';
+import { parseParent } from '../revocation/credential-parent';
 
 /** Why a token was refused; each is a distinct, testable check. Never includes the token. */
 export type TokenFailure =

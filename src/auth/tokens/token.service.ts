@@ -6,13 +6,8 @@ import { APP_CONFIG, AppConfig } from '../../config/config';
 import { DomainError } from '../../common/errors';
 import { CredentialVerifier } from '../credential-verifier';
 import { IdentityRepository } from '../identity.repository';
-import { BOOTSTRAP_ADMIN, Principal } from '../principal';
-import {
-  CredentialParent,
-  derivedExpiry,
-  epochSeconds,
-  formatParent,
-} from '../revocation/credential-parent';
+import { BOOTSTRAP_ADMIN, CredentialParent, Principal } from '../../common/principal';
+import { derivedExpiry, epochSeconds, formatParent } from '../revocation/credential-parent';
 import { CredentialRevocations } from '../revocation/credential-revocations.service';
 import { SigningKeys } from './signing-keys.service';
 import { TokenRejected, verifyStatehouseJwt } from './jwt';

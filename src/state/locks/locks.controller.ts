@@ -12,8 +12,8 @@ import {
 } from '@nestjs/swagger';
 import { IsString, MaxLength, MinLength } from 'class-validator';
 import type { Request } from 'express';
-import { CurrentPrincipal } from '../../auth/auth.decorators';
-import type { Principal } from '../../auth/principal';
+import { CurrentPrincipal } from '../../common/route-auth';
+import type { Principal } from '../../common/principal';
 import { assertWorkspace } from '../../common/names';
 import { RawBody } from '../../common/body-parsing';
 import { readSmallBody } from '../../common/raw-body';

@@ -1,7 +1,7 @@
 import { Injectable, Optional } from '@nestjs/common';
 import { AuditService } from '../../audit/audit.service';
 import { changeEvent } from '../../audit/events';
-import { Principal } from '../../auth/principal';
+import { Principal } from '../../common/principal';
 import { DomainError, HeldLock } from '../../common/errors';
 import type { TransactionStep } from '../../database/sql';
 import type { EntityManager } from 'typeorm';

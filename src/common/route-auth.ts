@@ -1,6 +1,11 @@
+/**
+ * The contract between every controller and the global auth guard (src/auth/auth.guard.ts):
+ * the route markers the guard reads, and the parameter decorator that hands a handler the
+ * principal the guard left on the request.
+ */
 import { createParamDecorator, ExecutionContext, SetMetadata } from '@nestjs/common';
 import type { Request } from 'express';
-import { DomainError } from '../common/errors';
+import { DomainError } from './errors';
 import { Principal, PRINCIPAL_KEY } from './principal';
 
 export const IS_PUBLIC = 'statehouse:public';

@@ -1,4 +1,16 @@
-import type { CredentialParent } from './revocation/credential-parent';
+/**
+ * The credential a derived credential was minted from. Every access token names its login
+ * session (refresh-token family) and every S3 session token names the API token or login
+ * session behind the caller that minted it: revoking that parent (revoking the API token,
+ * logging out) revokes everything derived from it. How a parent is written in a signed claim
+ * is the auth module's (`src/auth/revocation/credential-parent.ts`).
+ */
+export type ParentKind = 'api_token' | 'refresh_family';
+
+export interface CredentialParent {
+  kind: ParentKind;
+  id: string;
+}
 
 /** Who is calling. Every request that reaches a controller has one. */
 export interface Principal {
