@@ -1,4 +1,6 @@
-import type { Transform } from 'node:stream';
+import type { Request } from 'express';
+import type { Readable, Transform } from 'node:stream';
+import { headerValue } from '../common/raw-body';
 import { AwsChunkedDecoder, AwsChunkedOptions, awsChunkedOptionsFromRequest } from './aws-chunked';
 import {
   BodyVerifier,
@@ -6,6 +8,7 @@ import {
   checksumHeaderName,
   integrityFromHeaders,
 } from './checksums';
+import { decodedBody, headersOf } from './s3-request';
 import type { SigningContext } from './sigv4';
 import { HeaderMap, Result, ok } from './wire';
 
@@ -62,4 +65,37 @@ export function bodyTransforms(plan: RequestBodyPlan): {
         : undefined,
   });
   return { transforms: decoder ? [decoder, verifier] : [verifier], verifier, decoder };
+}
+
+/** A request body, decoded (aws-chunked) and checked (payload hash, checksums, Content-MD5 when `md5`). */
+export interface OpenedRequestBody {
+  stream: Readable;
+  verifier: ReturnType<typeof bodyTransforms>['verifier'];
+  /** The decoded length the client declared, when it declared a valid one. */
+  declaredLength: number | undefined;
+}
+
+/** Opens the body of an S3 request: planned from its headers once, decoded and checked as it streams. */
+export function openRequestBody(
+  req: Request,
+  signing: SigningContext,
+  md5: boolean,
+): OpenedRequestBody {
+  const plan = planRequestBody(headersOf(req), signing);
+  if (!plan.ok) throw plan.error;
+  const { transforms, verifier } = bodyTransforms({
+    ...plan.value,
+    integrity: { ...plan.value.integrity, md5 },
+  });
+  const decodedLength =
+    headerValue(req.headers['x-amz-decoded-content-length']) ??
+    headerValue(req.headers['content-length']);
+  return {
+    stream: decodedBody(req, transforms),
+    verifier,
+    declaredLength:
+      decodedLength !== undefined && /^\d+$/.test(decodedLength)
+        ? Number(decodedLength)
+        : undefined,
+  };
 }

@@ -11,7 +11,9 @@ import { ReplayedRequestError, ReplayGuard, ReplayGuardService } from './replay-
 import { S3_ERRORS, S3Error, s3CodeOf } from './s3-errors';
 import { S3ExceptionFilter } from './s3-exception.filter';
 import { parseTarget, s3BaseOf, S3Target, UNSUPPORTED_SUB_RESOURCES } from './s3-request';
-import { S3Reply, S3Service } from './s3.service';
+import { S3MultipartService } from './s3-multipart.service';
+import { S3ObjectsService } from './s3-objects.service';
+import type { S3Reply } from './s3-replies';
 
 /**
  * The S3-compatible door at `/s3/{bucket}/{key…}` (path-style), for Terraform's `backend "s3"`,
@@ -29,7 +31,8 @@ import { S3Reply, S3Service } from './s3.service';
 export class S3Controller {
   constructor(
     private readonly auth: S3AuthService,
-    private readonly s3: S3Service,
+    private readonly s3: S3ObjectsService,
+    private readonly multipart: S3MultipartService,
     private readonly replay: ReplayGuardService,
   ) {}
 
@@ -89,23 +92,25 @@ export class S3Controller {
     const key = t.key;
     switch (method) {
       case 'GET':
-        if (q.has('uploadId')) return this.s3.listParts(principal, t.bucket, key, q);
+        if (q.has('uploadId')) return this.multipart.listParts(principal, t.bucket, key, q);
         rejectUnsupported(q, method);
         return this.s3.getObject(principal, key, req, false);
       case 'HEAD':
         rejectUnsupported(q, method);
         return this.s3.getObject(principal, key, req, true);
       case 'PUT':
-        if (q.has('uploadId')) return this.s3.uploadPart(principal, key, q, req, signing, guard);
+        if (q.has('uploadId'))
+          return this.multipart.uploadPart(principal, key, q, req, signing, guard);
         rejectUnsupported(q, method);
         return this.s3.putObject(principal, key, req, signing, guard);
       case 'POST':
-        if (q.has('uploads')) return this.s3.createMultipart(principal, t.bucket, key, req, guard);
+        if (q.has('uploads'))
+          return this.multipart.createMultipart(principal, t.bucket, key, req, guard);
         if (q.has('uploadId'))
-          return this.s3.completeMultipart(principal, t.bucket, key, q, req, signing, guard);
+          return this.multipart.completeMultipart(principal, t.bucket, key, q, req, signing, guard);
         throw notImplemented(method, 'this object operation');
       case 'DELETE':
-        if (q.has('uploadId')) return this.s3.abortMultipart(principal, key, q, guard);
+        if (q.has('uploadId')) return this.multipart.abortMultipart(principal, key, q, guard);
         rejectUnsupported(q, method);
         return this.s3.deleteObject(principal, key, req, guard);
       default:

@@ -6,7 +6,8 @@ import { MultipartRepository } from './multipart.repository';
 import { ReplayGuardService } from './replay-guard.service';
 import { S3AuthService } from './s3-auth.service';
 import { S3Controller } from './s3.controller';
-import { S3Service } from './s3.service';
+import { S3MultipartService } from './s3-multipart.service';
+import { S3ObjectsService } from './s3-objects.service';
 import { UsedSignatureRepository } from './used-signature.repository';
 
 @Module({
@@ -14,7 +15,8 @@ import { UsedSignatureRepository } from './used-signature.repository';
   controllers: [S3Controller],
   providers: [
     S3AuthService,
-    S3Service,
+    S3ObjectsService,
+    S3MultipartService,
     MultipartRepository,
     BucketRepository,
     ReplayGuardService,

@@ -1,28 +1,15 @@
-import {
-  Inject,
-  Injectable,
-  Logger,
-  OnApplicationBootstrap,
-  BeforeApplicationShutdown,
-  OnModuleInit,
-} from '@nestjs/common';
+import { Inject, Injectable, Logger, OnApplicationBootstrap } from '@nestjs/common';
 import type { Request } from 'express';
-import { createHash, randomBytes, randomUUID } from 'node:crypto';
-import { Readable, Transform, TransformCallback } from 'node:stream';
-import type { Principal } from '../common/principal';
-import { APP_CONFIG, AppConfig } from '../config/config';
+import { createHash } from 'node:crypto';
 import { DomainError } from '../common/errors';
+import type { Principal } from '../common/principal';
 import { headerValue } from '../common/raw-body';
-import { feed } from '../common/streams';
+import { objectKey } from '../common/s3-keys';
+import { APP_CONFIG, AppConfig } from '../config/config';
 import { MAX_LOCK_INFO_BYTES } from '../state/locks/lock-info';
 import { LocksService } from '../state/locks/locks.service';
-import { StateAccess } from '../state/state-access';
 import { StateReader } from '../state/state-reader';
-import type { StateAddress } from '../state/state-types';
 import { StateWriter } from '../state/state-writer';
-import { BLOB_STORE, BlobStore } from '../storage/blob-store';
-import { deleteBlobs } from '../storage/delete-blobs';
-import { COMPLETE_XML_LIMITS, parseCompleteMultipartXml } from './complete-multipart-xml';
 import { BucketRepository } from './bucket.repository';
 import {
   ListedObject,
@@ -34,47 +21,26 @@ import {
   listRequestV2,
   sortForListing,
 } from './listing';
-import { bodyTransforms, planRequestBody } from './request-body';
-import { MultipartRepository } from './multipart.repository';
+import { resolveObject } from './object-key';
 import type { ReplayGuard } from './replay-guard.service';
+import { openRequestBody } from './request-body';
 import { S3Error } from './s3-errors';
-import { objectKey, resolveKey } from '../common/s3-keys';
-import { encodeKeyPath } from './s3-uri';
-import {
-  decodedBody,
-  headersOf,
-  httpDate,
-  isoDate,
-  parseRange,
-  readAllLimited,
-  s3BaseOf,
-  virtualHostedBucket,
-} from './s3-request';
-import { el, S3_NS, XML_HEADER } from './s3-xml';
+import { quoted, S3Reply, sse, xml } from './s3-replies';
+import { httpDate, isoDate, parseRange, readAllLimited, virtualHostedBucket } from './s3-request';
+import { el, S3_NS } from './s3-xml';
 import type { SigningContext } from './sigv4';
 
-/** What the door sends back. */
-export interface S3Reply {
-  status: number;
-  headers?: Record<string, string>;
-  body?: string | Buffer | Readable;
-}
-
 const MAX_BUCKET_CONFIGURATION_BYTES = 64 * 1024;
-const MIN_PART_BYTES = 5 * 1024 * 1024;
-const MAX_PARTS = COMPLETE_XML_LIMITS.maxParts;
-const STALE_UPLOAD_SECONDS = 24 * 3600;
-
-const quoted = (md5Hex: string): string => `"${md5Hex}"`;
 
 /**
- * The S3 operations of the `/s3` door, translated onto the state and lock services: the door
- * adds no rule of its own beyond S3's wire format and the key mapping.
+ * The S3 door's buckets and objects — ListBuckets, CreateBucket, the bucket queries, listings,
+ * and GetObject / HeadObject / PutObject / DeleteObject on states and their lock objects —
+ * translated onto the state and lock services: the door adds no rule of its own beyond S3's
+ * wire format and the key mapping. Multipart uploads are `S3MultipartService`'s.
  */
 @Injectable()
-export class S3Service implements OnModuleInit, OnApplicationBootstrap, BeforeApplicationShutdown {
+export class S3ObjectsService implements OnApplicationBootstrap {
   private readonly logger = new Logger('s3');
-  private sweeper?: NodeJS.Timeout;
   /** The host names of this server's base URLs (to recognise virtual-hosted-style requests). */
   private readonly selfHosts: string[];
 
@@ -82,21 +48,12 @@ export class S3Service implements OnModuleInit, OnApplicationBootstrap, BeforeAp
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     private readonly reader: StateReader,
     private readonly writer: StateWriter,
-    private readonly access: StateAccess,
     private readonly locks: LocksService,
-    private readonly uploads: MultipartRepository,
     private readonly buckets: BucketRepository,
-    @Inject(BLOB_STORE) private readonly blobs: BlobStore,
   ) {
     this.selfHosts = [config.publicUrl, ...config.aliases].map((u) =>
       new URL(u).hostname.toLowerCase(),
     );
-  }
-
-  onModuleInit(): void {
-    // Multipart uploads abandoned by their clients (or completed by a process that then died).
-    this.sweeper = setInterval(() => void this.sweepStaleUploads(), 3600_000);
-    this.sweeper.unref();
   }
 
   /** The configured buckets are served from now on: their creation time, if not recorded yet. */
@@ -107,22 +64,6 @@ export class S3Service implements OnModuleInit, OnApplicationBootstrap, BeforeAp
       this.logger.warn({ err: e }, 'could not record when the S3 buckets were first served');
     }
   }
-
-  beforeApplicationShutdown(): void {
-    clearInterval(this.sweeper);
-  }
-
-  async sweepStaleUploads(): Promise<void> {
-    try {
-      for (const id of await this.uploads.stale(STALE_UPLOAD_SECONDS)) {
-        await this.deleteBlobs((await this.uploads.remove(id)) ?? []);
-      }
-    } catch (e) {
-      this.logger.warn({ err: e }, 'could not sweep stale multipart uploads');
-    }
-  }
-
-  // ------------------------------------------------------------------ service and bucket
 
   /** ListBuckets: each configured bucket, created when the server first served it. */
   async listBuckets(principal: Principal): Promise<S3Reply> {
@@ -181,7 +122,7 @@ export class S3Service implements OnModuleInit, OnApplicationBootstrap, BeforeAp
       );
     }
     await readAllLimited(
-      this.body(req, signing, false).stream,
+      openRequestBody(req, signing, false).stream,
       MAX_BUCKET_CONFIGURATION_BYTES,
       'the bucket configuration',
     );
@@ -241,23 +182,13 @@ export class S3Service implements OnModuleInit, OnApplicationBootstrap, BeforeAp
     return sortForListing(objects);
   }
 
-  // ------------------------------------------------------------------ objects
-
-  /** Resolves a key to a state or its lock object; a key that can name neither is refused. */
-  resolve(key: string): { kind: 'state' | 'lock'; addr: StateAddress } {
-    const r = resolveKey(key, this.config.s3Door.workspacePrefixes);
-    if (r.kind === 'invalid')
-      throw new S3Error('InvalidArgument', `Invalid state key: ${r.reason}`);
-    return { kind: r.kind, addr: r.ref };
-  }
-
   async getObject(
     principal: Principal,
     key: string,
     req: Request,
     headOnly: boolean,
   ): Promise<S3Reply> {
-    const { kind, addr } = this.resolve(key);
+    const { kind, addr } = resolveObject(key, this.config.s3Door.workspacePrefixes);
     if (kind === 'lock') {
       const lock = await this.locks.holder(addr, principal);
       const body = Buffer.from(lock.infoJson, 'utf8');
@@ -323,8 +254,8 @@ export class S3Service implements OnModuleInit, OnApplicationBootstrap, BeforeAp
         'CopyObject (PutObject with x-amz-copy-source) is not supported by this server: a state is written whole, with its own bytes, and keeps no metadata of its own to change. rclone copies an object onto itself to set its modification time: run it with --update --use-server-modtime (or --checksum)',
       );
     }
-    const { kind, addr } = this.resolve(key);
-    const body = this.body(req, signing, false);
+    const { kind, addr } = resolveObject(key, this.config.s3Door.workspacePrefixes);
+    const body = openRequestBody(req, signing, false);
     if (kind === 'lock') {
       // Terraform sends If-None-Match: * — a lock is only ever created, never overwritten, and
       // the locks module's insert-if-absent is what decides (412 when someone holds it).
@@ -373,7 +304,7 @@ export class S3Service implements OnModuleInit, OnApplicationBootstrap, BeforeAp
     req: Request,
     guard?: ReplayGuard,
   ): Promise<S3Reply> {
-    const { kind, addr } = this.resolve(key);
+    const { kind, addr } = resolveObject(key, this.config.s3Door.workspacePrefixes);
     const ifMatch = headerValue(req.headers['if-match']);
     if (kind === 'lock') {
       // Terraform compares the lock's ID itself, then deletes unconditionally; a client that
@@ -411,254 +342,6 @@ export class S3Service implements OnModuleInit, OnApplicationBootstrap, BeforeAp
         throw e;
     }
     return { status: 204 };
-  }
-
-  // ------------------------------------------------------------------ multipart
-
-  async createMultipart(
-    principal: Principal,
-    bucket: string,
-    key: string,
-    req: Request,
-    guard?: ReplayGuard,
-  ): Promise<S3Reply> {
-    const { kind, addr } = this.resolve(key);
-    if (kind === 'lock')
-      throw new S3Error('InvalidRequest', 'lock objects are written with PutObject');
-    await this.access.authorizeWrite(principal, addr);
-    const uploadId = randomBytes(24).toString('base64url');
-    await this.uploads.create(
-      {
-        upload_id: uploadId,
-        bucket,
-        object_key: key,
-        unit: addr.unit,
-        workspace: addr.workspace,
-        principal: principal.subject,
-      },
-      guard?.claim,
-    );
-    return xml(
-      200,
-      `<InitiateMultipartUploadResult xmlns="${S3_NS}">${el('Bucket', bucket)}${el('Key', key)}${el('UploadId', uploadId)}</InitiateMultipartUploadResult>`,
-      sse(req),
-    );
-  }
-
-  private async upload(principal: Principal, key: string, uploadId: string | undefined) {
-    const upload = uploadId ? await this.uploads.find(uploadId) : undefined;
-    // Someone else's upload is answered like a missing one: ids are not to be probed.
-    if (!upload || upload.object_key !== key || upload.principal !== principal.subject) {
-      throw new S3Error(
-        'NoSuchUpload',
-        'The specified multipart upload does not exist. The upload ID may be invalid, or the upload may have been aborted or completed.',
-      );
-    }
-    return upload;
-  }
-
-  async uploadPart(
-    principal: Principal,
-    key: string,
-    q: Map<string, string>,
-    req: Request,
-    signing: SigningContext,
-    guard?: ReplayGuard,
-  ): Promise<S3Reply> {
-    const upload = await this.upload(principal, key, q.get('uploadId'));
-    const partRaw = q.get('partNumber') ?? '';
-    const partNumber = Number(partRaw);
-    if (!/^\d+$/.test(partRaw) || partNumber < 1 || partNumber > MAX_PARTS) {
-      throw new S3Error(
-        'InvalidArgument',
-        'Part number must be an integer between 1 and 10000, inclusive',
-      );
-    }
-    const body = this.body(req, signing, true);
-    const limit = new ByteLimit(this.config.maxStateBytes);
-    const blobKey = `parts/${randomUUID()}`;
-    let size: number;
-    try {
-      ({ size } = await this.blobs.put(blobKey, feed(body.stream, limit)));
-    } catch (e) {
-      await this.deleteBlobs([blobKey]);
-      throw e;
-    }
-    const md5 = body.verifier.digests?.md5?.toString('hex');
-    if (md5 === undefined) {
-      await this.deleteBlobs([blobKey]);
-      throw new S3Error('IncompleteBody', 'the part body ended early');
-    }
-    let replaced: string | undefined;
-    try {
-      replaced = await this.uploads.putPart(
-        {
-          upload_id: upload.upload_id,
-          part_number: partNumber,
-          blob_key: blobKey,
-          size: String(size),
-          md5,
-        },
-        guard?.claim,
-      );
-    } catch (e) {
-      await this.deleteBlobs([blobKey]); // refused (a replay) or failed: the part is not kept
-      throw e;
-    }
-    if (replaced) await this.deleteBlobs([replaced]);
-    return { status: 200, headers: { ETag: quoted(md5), ...sse(req) } };
-  }
-
-  async completeMultipart(
-    principal: Principal,
-    bucket: string,
-    key: string,
-    q: Map<string, string>,
-    req: Request,
-    signing: SigningContext,
-    guard?: ReplayGuard,
-  ): Promise<S3Reply> {
-    const upload = await this.upload(principal, key, q.get('uploadId'));
-    const requested = parseCompleteMultipartXml(
-      await readAllLimited(
-        this.body(req, signing, false).stream,
-        COMPLETE_XML_LIMITS.maxBytes,
-        'the part list',
-      ),
-    );
-    const stored = new Map(
-      (await this.uploads.parts(upload.upload_id)).map((p) => [p.part_number, p]),
-    );
-    const chosen = requested.map((r, i) => {
-      const part = stored.get(r.partNumber);
-      if (!part || part.md5 !== r.etag) {
-        throw new S3Error(
-          'InvalidPart',
-          `Part ${r.partNumber} was not uploaded or its ETag does not match`,
-        );
-      }
-      if (i < requested.length - 1 && Number(part.size) < MIN_PART_BYTES) {
-        throw new S3Error(
-          'EntityTooSmall',
-          `Part ${r.partNumber} is smaller than the 5 MiB minimum of all but the last part`,
-        );
-      }
-      return part;
-    });
-    const total = chosen.reduce((n, p) => n + Number(p.size), 0);
-    const blobs = this.blobs;
-    async function* concatenated(): AsyncGenerator<Buffer> {
-      for (const part of chosen)
-        for await (const chunk of await blobs.get(part.blob_key)) yield chunk as Buffer;
-    }
-    // Only now does the upload become a version: one ordinary state write, streamed part by part.
-    const written = await this.writer.write({
-      unit: upload.unit,
-      workspace: upload.workspace,
-      principal,
-      door: 's3',
-      body: Readable.from(concatenated()),
-      contentLength: total,
-      inTransaction: guard?.claim,
-    });
-    await this.deleteBlobs((await this.uploads.remove(upload.upload_id)) ?? []);
-    // The ETag every later HEAD, GET and listing will show: the MD5 of the stored state.
-    const etag = quoted(written.version.md5);
-    return xml(
-      200,
-      `<CompleteMultipartUploadResult xmlns="${S3_NS}">${el('Location', `${s3BaseOf(req)}/${bucket}/${encodeKeyPath(key)}`)}${el('Bucket', bucket)}${el('Key', key)}${el('ETag', etag)}</CompleteMultipartUploadResult>`,
-      sse(req),
-    );
-  }
-
-  async abortMultipart(
-    principal: Principal,
-    key: string,
-    q: Map<string, string>,
-    guard?: ReplayGuard,
-  ): Promise<S3Reply> {
-    const upload = await this.upload(principal, key, q.get('uploadId'));
-    await this.deleteBlobs((await this.uploads.remove(upload.upload_id, guard?.claim)) ?? []);
-    return { status: 204 };
-  }
-
-  async listParts(
-    principal: Principal,
-    bucket: string,
-    key: string,
-    q: Map<string, string>,
-  ): Promise<S3Reply> {
-    const upload = await this.upload(principal, key, q.get('uploadId'));
-    const parts = (await this.uploads.parts(upload.upload_id))
-      .map(
-        (p) =>
-          `<Part>${el('PartNumber', p.part_number)}${el('LastModified', isoDate(new Date(p.created_at)))}${el('ETag', quoted(p.md5))}${el('Size', p.size)}</Part>`,
-      )
-      .join('');
-    return xml(
-      200,
-      `<ListPartsResult xmlns="${S3_NS}">${el('Bucket', bucket)}${el('Key', key)}${el('UploadId', upload.upload_id)}${el('IsTruncated', false)}${parts}</ListPartsResult>`,
-    );
-  }
-
-  // ------------------------------------------------------------------ helpers
-
-  /** The request body, decoded (aws-chunked) and checked (payload hash, checksums, Content-MD5). */
-  private body(req: Request, signing: SigningContext, md5: boolean) {
-    const plan = planRequestBody(headersOf(req), signing);
-    if (!plan.ok) throw plan.error;
-    const { transforms, verifier } = bodyTransforms({
-      ...plan.value,
-      integrity: { ...plan.value.integrity, md5 },
-    });
-    const decodedLength =
-      headerValue(req.headers['x-amz-decoded-content-length']) ??
-      headerValue(req.headers['content-length']);
-    return {
-      stream: decodedBody(req, transforms),
-      verifier,
-      declaredLength:
-        decodedLength !== undefined && /^\d+$/.test(decodedLength)
-          ? Number(decodedLength)
-          : undefined,
-    };
-  }
-
-  private deleteBlobs(keys: string[]): Promise<void> {
-    return deleteBlobs(this.blobs, keys, this.logger, 'could not delete a multipart part');
-  }
-}
-
-function xml(status: number, body: string, headers: Record<string, string> = {}): S3Reply {
-  return {
-    status,
-    headers: { 'Content-Type': 'application/xml', ...headers },
-    body: XML_HEADER + body,
-  };
-}
-
-/** Echoes a requested server-side encryption: at rest, encryption is the storage's business. */
-function sse(req: Request): Record<string, string> {
-  const v = headerValue(req.headers['x-amz-server-side-encryption']);
-  return v ? { 'x-amz-server-side-encryption': v } : {};
-}
-
-/** Fails a stream once more than `max` bytes went through (parts of an oversized state). */
-class ByteLimit extends Transform {
-  private seen = 0;
-  constructor(private readonly max: number) {
-    super();
-  }
-  override _transform(chunk: Buffer, _e: BufferEncoding, cb: TransformCallback): void {
-    this.seen += chunk.length;
-    if (this.seen > this.max)
-      cb(
-        new S3Error(
-          'EntityTooLarge',
-          `Your proposed upload exceeds the maximum allowed size of ${this.max} bytes`,
-        ),
-      );
-    else cb(null, chunk);
   }
 }
 

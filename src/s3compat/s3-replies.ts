@@ -1,0 +1,28 @@
+import type { Request } from 'express';
+import type { Readable } from 'node:stream';
+import { headerValue } from '../common/raw-body';
+import { XML_HEADER } from './s3-xml';
+
+/** What the door sends back. */
+export interface S3Reply {
+  status: number;
+  headers?: Record<string, string>;
+  body?: string | Buffer | Readable;
+}
+
+/** An ETag: the MD5 (hex) in quotes. */
+export const quoted = (md5Hex: string): string => `"${md5Hex}"`;
+
+export function xml(status: number, body: string, headers: Record<string, string> = {}): S3Reply {
+  return {
+    status,
+    headers: { 'Content-Type': 'application/xml', ...headers },
+    body: XML_HEADER + body,
+  };
+}
+
+/** Echoes a requested server-side encryption: at rest, encryption is the storage's business. */
+export function sse(req: Request): Record<string, string> {
+  const v = headerValue(req.headers['x-amz-server-side-encryption']);
+  return v ? { 'x-amz-server-side-encryption': v } : {};
+}
