@@ -1,5 +1,6 @@
 import { ChildProcess, spawn } from 'node:child_process';
 import { delimiter, dirname } from 'node:path';
+import { freshServerEnv } from './database';
 import { CLI, TEST_TOKEN } from './paths';
 import { collectOutput, exitCode } from './processes';
 
@@ -119,6 +120,25 @@ export function apiFetch(
   return fetch(`${server.url}${path}`, {
     ...init,
     headers: { ...server.auth, ...(init.headers as Record<string, string> | undefined) },
+  });
+}
+
+/**
+ * The suite's server on a fresh database: started before its tests and handed to `started`;
+ * stopped after them, and its database removed.
+ */
+export function onFreshServer(started: (server: RunningServer) => void): void {
+  let server: RunningServer | undefined;
+  let cleanup: (() => Promise<void>) | undefined;
+  beforeAll(async () => {
+    const fresh = await freshServerEnv();
+    cleanup = fresh.cleanup;
+    server = await spawnServer(fresh.env);
+    started(server);
+  });
+  afterAll(async () => {
+    await server?.stop();
+    await cleanup?.();
   });
 }
 
