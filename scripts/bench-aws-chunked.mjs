@@ -12,7 +12,9 @@
 import { createHash, createHmac, randomBytes } from 'node:crypto';
 import { Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { dist, numberArg } from './bench-support.mjs';
+import { buildIfStale, dist, numberArg } from './lib/bench-common.mjs';
+
+buildIfStale();
 const { AwsChunkedParser } = dist('s3compat/aws-chunked.js');
 const { checksumBase64 } = dist('s3compat/checksums.js');
 const { bodyTransforms, planRequestBody } = dist('s3compat/request-body.js');

@@ -26,22 +26,31 @@
 //  Everything listens on and talks to 127.0.0.1 only; every process started is stopped and
 //  every temporary directory removed, on success, failure or Ctrl-C.
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import http from 'node:http';
-import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import {
+  baseEnv,
+  buildIfStale,
+  captureOutput,
+  CLI,
+  exchange,
+  HOST,
+  only,
+  onStopSignal,
+  procStatusMiB,
+  quick,
+  readyFromLog,
+  require,
+  root,
+  sleep,
+  stopProcess,
+  TOKEN,
+} from './lib/bench-common.mjs';
 
-const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-const require = createRequire(import.meta.url);
-require('./build-if-stale.js').buildIfStale();
-const CLI = join(root, 'dist/src/cli/main.js');
-const TOKEN = 'bench-bootstrap-token-0123456789abcdefghij';
-const HOST = '127.0.0.1';
-const args = process.argv.slice(2);
-const quick = args.includes('--quick');
-const only = args.find((a) => a.startsWith('--only='))?.slice(7);
+buildIfStale();
 const RESULT_MARK = '@@bench-graph-result ';
 
 const UNITS = quick ? 500 : 2000;
@@ -85,15 +94,12 @@ async function cleanupAll() {
   }
   for (const d of tempDirs) rmSync(d, { recursive: true, force: true });
 }
-for (const sig of ['SIGINT', 'SIGTERM']) {
-  process.once(sig, () => {
-    stopping = true; // no new request; open connections closed so servers stop at once
-    for (const a of agents) a.destroy();
-    void cleanupAll().then(() => process.exit(130));
-  });
-}
+onStopSignal(() => {
+  stopping = true; // no new request; open connections closed so servers stop at once
+  for (const a of agents) a.destroy();
+  return cleanupAll();
+});
 
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const progress = (s) => process.stderr.write(`bench-graph: ${s}\n`);
 const fmt = (n, digits = 0) =>
   Number.isFinite(n)
@@ -125,13 +131,6 @@ function prng(seed) {
 
 // ------------------------------------------------------------------ the server
 
-function baseEnv() {
-  const env = {};
-  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('STATEHOUSE_')) env[k] = v;
-  delete env.DATABASE_URL;
-  return env;
-}
-
 /** `statehouse serve` on PORT=0; the port is read from its "listening on" line. */
 async function startServer(extraEnv) {
   const proc = spawn(process.execPath, [CLI, 'serve'], {
@@ -149,48 +148,15 @@ async function startServer(extraEnv) {
   });
   children.add(proc);
   proc.once('exit', () => children.delete(proc));
-  let out = '';
-  const keep = (d) => {
-    out += d;
-    if (out.length > 256 * 1024) out = out.slice(-128 * 1024); // a tail, for error messages
-  };
-  proc.stdout.on('data', keep);
-  proc.stderr.on('data', keep);
-  const deadline = Date.now() + 120_000;
-  let port;
-  while (!port) {
-    const m = /listening on https?:\/\/[^:\s]+:(\d+)/.exec(out);
-    if (m) port = Number(m[1]);
-    else if (proc.exitCode !== null) throw new Error(`server exited: ${out}`);
-    else if (Date.now() > deadline) throw new Error(`server did not start: ${out}`);
-    else await sleep(20);
-  }
-  const url = `http://${HOST}:${port}`;
-  for (;;) {
-    const r = await fetch(`${url}/readyz`).catch(() => undefined);
-    if (r?.status === 200) break;
-    if (proc.exitCode !== null) throw new Error(`server exited: ${out}`);
-    if (Date.now() > deadline) throw new Error(`server never became ready: ${out}`);
-    await sleep(20);
-  }
-  const status = (field) => {
-    const m = new RegExp(`${field}:\\s+(\\d+) kB`).exec(
-      readFileSync(`/proc/${proc.pid}/status`, 'utf8'),
-    );
-    return m ? Number(m[1]) / 1024 : NaN;
-  };
+  const log = captureOutput(proc, 256 * 1024); // a tail, for error messages
+  const { port, url } = await readyFromLog(proc, log);
   return {
     url,
     port,
-    log: () => out,
-    peakRssMiB: () => status('VmHWM'),
-    rssMiB: () => status('VmRSS'),
-    stop: async () => {
-      if (proc.exitCode !== null || proc.signalCode !== null) return;
-      const exited = new Promise((r) => proc.once('exit', r));
-      proc.kill('SIGTERM');
-      await exited;
-    },
+    log,
+    peakRssMiB: () => procStatusMiB(proc.pid, 'VmHWM'),
+    rssMiB: () => procStatusMiB(proc.pid, 'VmRSS'),
+    stop: () => stopProcess(proc),
   };
 }
 
@@ -200,33 +166,15 @@ function client(baseUrl, sockets) {
   const agent = new http.Agent({ keepAlive: true, maxSockets: sockets });
   agents.add(agent);
   const basic = `Basic ${Buffer.from(`x:${TOKEN}`).toString('base64')}`;
-  const send = (method, path, { body, basicAuth = false } = {}) =>
-    new Promise((resolve, reject) => {
-      if (stopping) return reject(new Error('stopping'));
-      const headers = { authorization: basicAuth ? basic : `Bearer ${TOKEN}` };
-      if (body !== undefined) {
-        headers['content-type'] = 'application/json';
-        headers['content-length'] = String(body.length);
-      }
-      const t0 = performance.now();
-      const req = http.request(
-        { host: u.hostname, port: u.port, method, path, agent, headers },
-        (res) => {
-          const chunks = [];
-          res.on('data', (d) => chunks.push(d));
-          res.on('end', () =>
-            resolve({
-              status: res.statusCode,
-              body: Buffer.concat(chunks),
-              ms: performance.now() - t0,
-            }),
-          );
-          res.on('error', reject);
-        },
-      );
-      req.on('error', reject);
-      req.end(body);
-    });
+  const send = (method, path, { body, basicAuth = false } = {}) => {
+    if (stopping) return Promise.reject(new Error('stopping'));
+    const headers = { authorization: basicAuth ? basic : `Bearer ${TOKEN}` };
+    if (body !== undefined) {
+      headers['content-type'] = 'application/json';
+      headers['content-length'] = String(body.length);
+    }
+    return exchange(agent, u, method, path, headers, body);
+  };
   const ok = async (method, path, opts) => {
     const r = await send(method, path, opts);
     if (r.status !== 200 && r.status !== 201) {

@@ -19,22 +19,27 @@
 //  Linux only (/proc). Everything listens on 127.0.0.1; every process and temporary directory
 //  this script made is removed at the end, on failure or on Ctrl-C.
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import http from 'node:http';
-import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
+import {
+  baseEnv,
+  buildIfStale,
+  captureOutput,
+  CLI,
+  HOST,
+  MiB,
+  onStopSignal,
+  procStatusMiB,
+  readyFromLog,
+  sleep,
+  stopProcess,
+  textArg as arg,
+  TOKEN,
+} from './lib/bench-common.mjs';
 
-const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-const require = createRequire(import.meta.url);
-require('./build-if-stale.js').buildIfStale();
-const CLI = join(root, 'dist/src/cli/main.js');
-const TOKEN = 'bench-bootstrap-token-0123456789abcdefghij';
-const HOST = '127.0.0.1';
-const MiB = 1024 * 1024;
-const args = process.argv.slice(2);
-const arg = (name, def) => args.find((a) => a.startsWith(`--${name}=`))?.split('=')[1] ?? def;
+buildIfStale();
 const TOTAL_MIB = Number(arg('mib', '400'));
 const AT_ONCE = arg('at-once', '1,4').split(',').map(Number);
 const BUDGET = arg('budget', undefined);
@@ -42,7 +47,6 @@ const SOURCE_MIB = 30;
 
 const children = new Set();
 const tempDirs = new Set();
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const progress = (s) => process.stderr.write(`bench-inspector-memory: ${s}\n`);
 
 async function cleanupAll() {
@@ -55,9 +59,7 @@ async function cleanupAll() {
   }
   for (const d of tempDirs) rmSync(d, { recursive: true, force: true });
 }
-for (const sig of ['SIGINT', 'SIGTERM']) {
-  process.once(sig, () => void cleanupAll().then(() => process.exit(130)));
-}
+onStopSignal(cleanupAll);
 
 // ------------------------------------------------------------------ the state, generated
 
@@ -153,13 +155,10 @@ function writeState(baseUrl, unit) {
 async function startServer() {
   const dir = mkdtempSync(join(tmpdir(), 'statehouse-bench-mem-'));
   tempDirs.add(dir);
-  const env = {};
-  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('STATEHOUSE_')) env[k] = v;
-  delete env.DATABASE_URL;
   const perWrite = Math.ceil((TOTAL_MIB * MiB * 1.05) / MiB);
   const proc = spawn(process.execPath, [CLI, 'serve'], {
     env: {
-      ...env,
+      ...baseEnv(),
       NODE_ENV: 'production',
       PORT: '0',
       STATEHOUSE_HOST: HOST,
@@ -173,50 +172,16 @@ async function startServer() {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   children.add(proc);
-  let out = '';
-  const keep = (d) => {
-    out += d;
-    if (out.length > 64 * 1024) out = out.slice(-32 * 1024);
-  };
-  proc.stdout.on('data', keep);
-  proc.stderr.on('data', keep);
-  const deadline = Date.now() + 120_000;
-  let port;
-  while (!port) {
-    const m = /listening on https?:\/\/[^:\s]+:(\d+)/.exec(out);
-    if (m) port = Number(m[1]);
-    else if (proc.exitCode !== null) throw new Error(`server exited: ${out}`);
-    else if (Date.now() > deadline) throw new Error(`server did not start: ${out}`);
-    else await sleep(20);
-  }
-  const url = `http://${HOST}:${port}`;
-  for (;;) {
-    const r = await fetch(`${url}/readyz`).catch(() => undefined);
-    if (r?.status === 200) break;
-    if (Date.now() > deadline) throw new Error(`server never became ready: ${out}`);
-    await sleep(20);
-  }
-  const field = (name) => {
-    try {
-      const m = new RegExp(`${name}:\\s+(\\d+) kB`).exec(
-        readFileSync(`/proc/${proc.pid}/status`, 'utf8'),
-      );
-      return m ? Number(m[1]) / 1024 : NaN;
-    } catch {
-      return NaN; // gone
-    }
-  };
+  const log = captureOutput(proc, 64 * 1024);
+  const { url } = await readyFromLog(proc, log);
   return {
     url,
     proc,
-    log: () => out,
-    rss: () => field('VmRSS'),
-    hwm: () => field('VmHWM'),
+    log,
+    rss: () => procStatusMiB(proc.pid, 'VmRSS'),
+    hwm: () => procStatusMiB(proc.pid, 'VmHWM'),
     stop: async () => {
-      if (proc.exitCode !== null || proc.signalCode !== null) return;
-      const exited = new Promise((r) => proc.once('exit', r));
-      proc.kill('SIGTERM');
-      await exited;
+      await stopProcess(proc);
       rmSync(dir, { recursive: true, force: true });
     },
   };

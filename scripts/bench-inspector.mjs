@@ -5,7 +5,9 @@
 //  The state looks like a real provider's: `aws_iam_role` resources with nested attributes, a
 //  policy document as an escaped string, non-ASCII text, numbers, booleans and nulls. It exits
 //  non-zero if the inspector does not read the body as the serial-42 Terraform state it is.
-import { dist, numberArg } from './bench-support.mjs';
+import { buildIfStale, dist, numberArg } from './lib/bench-common.mjs';
+
+buildIfStale();
 
 const { StateInspector } = dist('state/state-inspector.js');
 

@@ -8,6 +8,7 @@
 // lock-contended (all workers on one state).
 import http from 'node:http';
 import { randomUUID } from 'node:crypto';
+import { runWorkers, stateTemplate } from './lib/bench-common.mjs';
 
 const [scenario, baseUrl, token, concArg, secondsArg, sizeArg] = process.argv.slice(2);
 const concurrency = Number(concArg);
@@ -48,88 +49,8 @@ function send(method, path, body) {
  * A valid v4 state of about `total` bytes shaped like a real one (many resource instances, small
  * outputs), pretty-printed like Terraform, whose serial can be patched in place.
  */
-function stateTemplate(total) {
-  const head = '{\n  "version": 4,\n  "terraform_version": "1.11.4",\n  "serial": ';
-  const serialSlot = ' '.repeat(16);
-  const mid =
-    ',\n  "lineage": "bench-lineage",\n  "outputs": {\n    "id": {\n      "value": "bench",\n      "type": "string"\n    }\n  },\n  "resources": [\n';
-  const tail = '\n  ],\n  "check_results": null\n}\n';
-  const resources = [];
-  let used = head.length + serialSlot.length + mid.length + tail.length;
-  for (let i = 0; used < total; i++) {
-    const r = JSON.stringify(
-      {
-        mode: 'managed',
-        type: 'terraform_data',
-        name: `r${i}`,
-        provider: 'provider["terraform.io/builtin/terraform"]',
-        instances: [
-          {
-            schema_version: 0,
-            attributes: {
-              id: `00000000-0000-0000-0000-${String(i).padStart(12, '0')}`,
-              input: { value: 'x'.repeat(700), type: 'string' },
-              output: null,
-              triggers_replace: null,
-            },
-            sensitive_attributes: [],
-          },
-        ],
-      },
-      null,
-      2,
-    ).replace(/^/gm, '    ');
-    resources.push(r);
-    used += r.length + 2;
-  }
-  const buf = Buffer.from(head + serialSlot + mid + resources.join(',\n') + tail);
-  return {
-    buf,
-    setSerial(n) {
-      buf.write(String(n).padEnd(16, ' '), head.length, 'latin1');
-    },
-  };
-}
-
-async function runWorkers(work) {
-  const deadline = Date.now() + seconds * 1000;
-  const latencies = [];
-  let ok = 0;
-  let other = 0;
-  let bytes = 0;
-  const statuses = {};
-  const started = Date.now();
-  await Promise.all(
-    Array.from({ length: concurrency }, async (_, w) => {
-      let i = 0;
-      while (Date.now() < deadline) {
-        const t0 = performance.now();
-        const r = await work(w, i++);
-        latencies.push(performance.now() - t0);
-        statuses[r.status] = (statuses[r.status] ?? 0) + 1;
-        if (r.ok) {
-          ok++;
-          bytes += r.bytes;
-        } else other++;
-      }
-    }),
-  );
-  const elapsed = (Date.now() - started) / 1000;
-  latencies.sort((a, b) => a - b);
-  const pct = (p) =>
-    latencies[Math.min(latencies.length - 1, Math.floor(latencies.length * p))] ?? 0;
-  return {
-    scenario,
-    concurrency,
-    seconds: Number(elapsed.toFixed(2)),
-    ok,
-    other,
-    statuses,
-    perSecond: Number((ok / elapsed).toFixed(1)),
-    mbPerSecond: Number((bytes / elapsed / 1e6).toFixed(1)),
-    p50ms: Number(pct(0.5).toFixed(1)),
-    p99ms: Number(pct(0.99).toFixed(1)),
-  };
+function runAll(work) {
+  return runWorkers({ concurrency, seconds, work }).then((r) => ({ scenario, concurrency, ...r }));
 }
 
 const unitFor = (w) => `/v1/backend/bench/${scenario === 'get' ? 'post' : scenario}-${size}-${w}`;
@@ -138,7 +59,7 @@ let result;
 switch (scenario) {
   case 'post': {
     const templates = Array.from({ length: concurrency }, () => stateTemplate(size));
-    result = await runWorkers(async (w, i) => {
+    result = await runAll(async (w, i) => {
       const t = templates[w];
       t.setSerial(i + 1);
       const r = await send('POST', unitFor(w), t.buf);
@@ -148,7 +69,7 @@ switch (scenario) {
   }
   case 'get': {
     const expected = stateTemplate(size).buf.length;
-    result = await runWorkers(async (w) => {
+    result = await runAll(async (w) => {
       const r = await send('GET', unitFor(w));
       return { ok: r.status === 200 && r.bytes === expected, status: r.status, bytes: r.bytes };
     });
@@ -156,7 +77,7 @@ switch (scenario) {
   }
   case 'lock':
   case 'lock-contended':
-    result = await runWorkers(async (w) => {
+    result = await runAll(async (w) => {
       const path =
         scenario === 'lock' ? `/v1/backend/bench/lock-${w}` : '/v1/backend/bench/contended';
       const info = Buffer.from(

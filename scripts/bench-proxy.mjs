@@ -10,16 +10,11 @@
 // started here is stopped, every temporary directory removed, on success, failure or Ctrl-C.
 import { execFileSync, spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
+import { baseEnv, CLI, freePort, require, root, TOKEN } from './lib/bench-common.mjs';
 
-const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-const { renderExample, startNginx } = createRequire(import.meta.url)('./nginx-example.js');
-const CLI = join(root, 'dist/src/cli/main.js');
-const TOKEN = 'bench-bootstrap-token-0123456789abcdefghij';
+const { renderExample, startNginx } = require('../nginx-example.js');
 const option = (name, fallback) => {
   const i = process.argv.indexOf(`--${name}`);
   return i > 0 ? Number(process.argv[i + 1]) : fallback;
@@ -37,26 +32,12 @@ async function cleanup() {
 }
 process.once('SIGINT', () => void cleanup().then(() => process.exit(130)));
 
-function freePort() {
-  return new Promise((resolve) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
-}
-
 /** A replica on a fresh embedded database; resolves with its port once /readyz answers. */
 async function startReplica() {
   const port = await freePort();
-  const env = Object.fromEntries(
-    Object.entries(process.env).filter(
-      ([k]) => !k.startsWith('STATEHOUSE_') && k !== 'DATABASE_URL',
-    ),
-  );
   const proc = spawn(process.execPath, [CLI, 'serve'], {
     env: {
-      ...env,
+      ...baseEnv(),
       NODE_ENV: 'production',
       PORT: String(port),
       STATEHOUSE_HOST: '127.0.0.1',

@@ -25,23 +25,31 @@ import { execFileSync, spawn } from 'node:child_process';
 import { createHash, createHmac } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import http from 'node:http';
-import { createRequire } from 'node:module';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import {
+  baseEnv,
+  buildIfStale,
+  captureOutput,
+  CLI,
+  dist,
+  exchange,
+  freePort,
+  HOST,
+  only,
+  onStopSignal,
+  quick,
+  require,
+  root,
+  sleep,
+  stopProcess,
+  TOKEN,
+  waitReady,
+} from './lib/bench-common.mjs';
 
-const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-const require = createRequire(import.meta.url);
-require('./build-if-stale.js').buildIfStale();
+buildIfStale();
 require('reflect-metadata');
-const CLI = join(root, 'dist/src/cli/main.js');
-const dist = (p) => require(join(root, 'dist/src', p));
-const TOKEN = 'bench-bootstrap-token-0123456789abcdefghij';
-const HOST = '127.0.0.1';
-const args = process.argv.slice(2);
-const quick = args.includes('--quick');
-const only = args.find((a) => a.startsWith('--only='))?.slice(7);
 const CACHED_SECONDS = quick ? 1 : 3;
 const UNCACHED_SECONDS = quick ? 2 : 5;
 const GETS = quick ? 200 : 600; // per principal, after warm-up
@@ -68,13 +76,8 @@ async function cleanupAll() {
   }
   for (const d of tempDirs) rmSync(d, { recursive: true, force: true });
 }
-for (const sig of ['SIGINT', 'SIGTERM']) {
-  process.once(sig, () => {
-    void cleanupAll().then(() => process.exit(130));
-  });
-}
+onStopSignal(cleanupAll);
 
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const report = [];
 const line = (s) => {
   report.push(s);
@@ -321,24 +324,6 @@ async function benchUncached(label, dataSource, inFlight) {
 
 // ------------------------------------------------------------------ servers and the API
 
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, HOST, () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
-}
-
-function baseEnv() {
-  const env = {};
-  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('STATEHOUSE_')) env[k] = v;
-  delete env.DATABASE_URL;
-  return env;
-}
-
 async function startServer(extraEnv) {
   const port = await freePort();
   const proc = spawn(process.execPath, [CLI, 'serve'], {
@@ -355,28 +340,10 @@ async function startServer(extraEnv) {
   });
   children.add(proc);
   proc.once('exit', () => children.delete(proc));
-  let out = '';
-  proc.stdout.on('data', (d) => (out += d));
-  proc.stderr.on('data', (d) => (out += d));
+  const log = captureOutput(proc);
   const url = `http://${HOST}:${port}`;
-  const deadline = Date.now() + 120_000;
-  for (;;) {
-    if (proc.exitCode !== null) throw new Error(`server exited: ${out}`);
-    const r = await fetch(`${url}/readyz`).catch(() => undefined);
-    if (r?.status === 200) break;
-    if (Date.now() > deadline) throw new Error(`server never became ready: ${out}`);
-    await sleep(50);
-  }
-  return {
-    url,
-    log: () => out,
-    stop: async () => {
-      if (proc.exitCode !== null || proc.signalCode !== null) return;
-      const exited = new Promise((r) => proc.once('exit', r));
-      proc.kill('SIGTERM');
-      await exited;
-    },
-  };
+  await waitReady(url, proc, log, Date.now() + 120_000, 50);
+  return { url, log, stop: () => stopProcess(proc) };
 }
 
 async function api(url, token, method, path, body) {
@@ -478,33 +445,16 @@ function s3Client(baseUrl, creds) {
   const url = new URL(baseUrl);
   const sign = signer(creds, url.host);
   const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
-  const send = (method, path, body) =>
-    new Promise((resolve, reject) => {
-      const payloadHash = body ? sha256Hex(body) : EMPTY_SHA256;
-      const t0 = performance.now();
-      const headers = sign(method, path, payloadHash);
-      if (body) {
-        headers['Content-Type'] = 'application/json';
-        headers['Content-Length'] = String(body.length);
-      }
-      const req = http.request(
-        { host: url.hostname, port: url.port, method, path, agent, headers },
-        (res) => {
-          const chunks = [];
-          res.on('data', (d) => chunks.push(d));
-          res.on('end', () =>
-            resolve({
-              status: res.statusCode,
-              body: Buffer.concat(chunks),
-              ms: performance.now() - t0,
-            }),
-          );
-          res.on('error', reject);
-        },
-      );
-      req.on('error', reject);
-      req.end(body);
-    });
+  const send = (method, path, body) => {
+    const payloadHash = body ? sha256Hex(body) : EMPTY_SHA256;
+    const t0 = performance.now(); // signing included
+    const headers = sign(method, path, payloadHash);
+    if (body) {
+      headers['Content-Type'] = 'application/json';
+      headers['Content-Length'] = String(body.length);
+    }
+    return exchange(agent, url, method, path, headers, body, t0);
+  };
   return { send, close: () => agent.destroy() };
 }
 

@@ -26,6 +26,7 @@
 import http from 'node:http';
 import https from 'node:https';
 import { createHash, createHmac } from 'node:crypto';
+import { runWorkers, stateTemplate } from './lib/bench-common.mjs';
 
 const [scenario, baseUrl, concArg, secondsArg, sizeArg] = process.argv.slice(2);
 const concurrency = Number(concArg);
@@ -169,49 +170,6 @@ function send(method, path, body, payloadHash) {
  * outputs), pretty-printed like Terraform, whose serial can be patched in place.
  * (Copied from scripts/bench-load.mjs.)
  */
-function stateTemplate(total) {
-  const head = '{\n  "version": 4,\n  "terraform_version": "1.11.4",\n  "serial": ';
-  const serialSlot = ' '.repeat(16);
-  const mid =
-    ',\n  "lineage": "bench-lineage",\n  "outputs": {\n    "id": {\n      "value": "bench",\n      "type": "string"\n    }\n  },\n  "resources": [\n';
-  const tail = '\n  ],\n  "check_results": null\n}\n';
-  const resources = [];
-  let used = head.length + serialSlot.length + mid.length + tail.length;
-  for (let i = 0; used < total; i++) {
-    const r = JSON.stringify(
-      {
-        mode: 'managed',
-        type: 'terraform_data',
-        name: `r${i}`,
-        provider: 'provider["terraform.io/builtin/terraform"]',
-        instances: [
-          {
-            schema_version: 0,
-            attributes: {
-              id: `00000000-0000-0000-0000-${String(i).padStart(12, '0')}`,
-              input: { value: 'x'.repeat(700), type: 'string' },
-              output: null,
-              triggers_replace: null,
-            },
-            sensitive_attributes: [],
-          },
-        ],
-      },
-      null,
-      2,
-    ).replace(/^/gm, '    ');
-    resources.push(r);
-    used += r.length + 2;
-  }
-  const buf = Buffer.from(head + serialSlot + mid + resources.join(',\n') + tail);
-  return {
-    buf,
-    setSerial(n) {
-      buf.write(String(n).padEnd(16, ' '), head.length, 'latin1');
-    },
-  };
-}
-
 // ------------------------------------------------------------------ the run
 
 let clientHashMs = 0;
@@ -231,47 +189,13 @@ function putState(path, template, serial) {
   return send('PUT', path, template.buf, hash);
 }
 
-async function runWorkers(work) {
-  const deadline = Date.now() + seconds * 1000;
-  const latencies = [];
-  let ok = 0;
-  let other = 0;
-  let bytes = 0;
-  const statuses = {};
-  const started = Date.now();
-  await Promise.all(
-    Array.from({ length: concurrency }, async (_, w) => {
-      let i = 0;
-      while (Date.now() < deadline) {
-        const r = await work(w, i++);
-        latencies.push(r.ms);
-        statuses[r.status] = (statuses[r.status] ?? 0) + 1;
-        if (r.ok) {
-          ok++;
-          bytes += r.bytes;
-        } else {
-          other++;
-          noteError(r);
-        }
-      }
-    }),
-  );
-  const elapsed = (Date.now() - started) / 1000;
-  latencies.sort((a, b) => a - b);
-  const pct = (p) =>
-    latencies[Math.min(latencies.length - 1, Math.floor(latencies.length * p))] ?? 0;
+async function runAll(work) {
+  const r = await runWorkers({ concurrency, seconds, work, onError: noteError });
   return {
     scenario,
     size,
     concurrency,
-    seconds: Number(elapsed.toFixed(2)),
-    ok,
-    other,
-    statuses,
-    perSecond: Number((ok / elapsed).toFixed(1)),
-    mbPerSecond: Number((bytes / elapsed / 1e6).toFixed(1)),
-    p50ms: Number(pct(0.5).toFixed(1)),
-    p99ms: Number(pct(0.99).toFixed(1)),
+    ...r,
     clientHashMs: Math.round(clientHashMs),
     errors: errorSamples,
   };
@@ -285,7 +209,7 @@ if (scenario === 'put') {
   // Serials from the clock (ms), so a later run against the same server still goes forward
   // (the server refuses a lower or equal serial with different bytes).
   const serialBase = Date.now();
-  result = await runWorkers(async (w, i) => {
+  result = await runAll(async (w, i) => {
     const t = templates[w];
     const r = await putState(keyPath('put', w), t, serialBase + i + 1);
     return { ...r, ok: r.status === 200, bytes: t.buf.length };
@@ -319,7 +243,7 @@ if (scenario === 'put') {
     process.exit(0);
   }
   clientHashMs = 0;
-  result = await runWorkers(async (w) => {
+  result = await runAll(async (w) => {
     const r = await send('GET', keyPath('get', w), undefined, EMPTY_SHA256);
     return { ...r, ok: r.status === 200 && r.bytes === expected };
   });

@@ -19,29 +19,30 @@ import {
   constants as fsConstants,
   mkdirSync,
   mkdtempSync,
-  readdirSync,
   readFileSync,
-  readlinkSync,
   rmSync,
   writeFileSync,
 } from 'node:fs';
-import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
-import { delimiter, dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { delimiter, join } from 'node:path';
+import {
+  baseEnv,
+  buildIfStale,
+  captureOutput,
+  CLI,
+  HOST,
+  MiB,
+  portFromProc,
+  quick,
+  root,
+  TOKEN,
+  waitReady,
+} from './lib/bench-common.mjs';
 
-const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-const require = createRequire(import.meta.url);
-const CLI = join(root, 'dist/src/cli/main.js');
 const NODE = process.execPath;
-const TOKEN = 'bench-bootstrap-token-0123456789abcdefghij';
-const args = process.argv.slice(2);
-const quick = args.includes('--quick');
 const SECONDS = quick ? 4 : 10;
 const PLAN_RUNS = 3;
 const RESOURCES = 200;
-const MiB = 1024 * 1024;
-const HOST = '127.0.0.1';
 
 // ------------------------------------------------------------------ process and dir bookkeeping
 
@@ -86,8 +87,6 @@ for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
   });
 }
 
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
 function stopProc(proc, timeoutMs = 10_000) {
   if (proc.exitCode !== null || proc.signalCode !== null) return Promise.resolve();
   return new Promise((res) => {
@@ -130,11 +129,8 @@ function run(cmd, argv, { env, cwd, timeoutMs = 600_000 } = {}) {
 // ------------------------------------------------------------------ servers
 
 function serverEnv(extra) {
-  const env = {};
-  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('STATEHOUSE_')) env[k] = v;
-  delete env.DATABASE_URL;
   return {
-    ...env,
+    ...baseEnv(),
     NODE_ENV: 'production',
     PORT: '0',
     STATEHOUSE_HOST: HOST,
@@ -146,37 +142,6 @@ function serverEnv(extra) {
   };
 }
 
-/** The TCP port a process listens on, read from /proc (Linux). */
-function listeningPort(pid) {
-  let inodes;
-  try {
-    inodes = new Set();
-    for (const fd of readdirSync(`/proc/${pid}/fd`)) {
-      try {
-        const m = /socket:\[(\d+)\]/.exec(readlinkSync(`/proc/${pid}/fd/${fd}`));
-        if (m) inodes.add(m[1]);
-      } catch {
-        /* fd closed meanwhile */
-      }
-    }
-  } catch {
-    return undefined;
-  }
-  for (const file of ['/proc/net/tcp', '/proc/net/tcp6']) {
-    let lines = [];
-    try {
-      lines = readFileSync(file, 'utf8').split('\n').slice(1);
-    } catch {
-      continue;
-    }
-    for (const line of lines) {
-      const f = line.trim().split(/\s+/);
-      if (f[3] === '0A' && inodes.has(f[9])) return parseInt(f[1].split(':')[1], 16);
-    }
-  }
-  return undefined;
-}
-
 async function startStatehouse(dataDir) {
   const proc = track(
     spawn(NODE, [CLI, 'serve'], {
@@ -184,30 +149,11 @@ async function startStatehouse(dataDir) {
       stdio: ['ignore', 'pipe', 'pipe'],
     }),
   );
-  let out = '';
-  const keep = (d) => {
-    out += d;
-    if (out.length > 64 * 1024) out = out.slice(-32 * 1024);
-  };
-  proc.stdout.on('data', keep);
-  proc.stderr.on('data', keep);
-  let port;
+  const log = captureOutput(proc, 64 * 1024);
   const deadline = Date.now() + 120_000;
-  while (!port) {
-    if (proc.exitCode !== null) throw new Error(`statehouse exited (${proc.exitCode}):\n${out}`);
-    if (Date.now() > deadline) throw new Error(`statehouse did not listen in 120 s:\n${out}`);
-    port = listeningPort(proc.pid);
-    if (!port) await sleep(20);
-  }
-  const url = `http://${HOST}:${port}`;
-  for (;;) {
-    const r = await fetch(`${url}/readyz`).catch(() => undefined);
-    if (r?.status === 200) break;
-    if (proc.exitCode !== null) throw new Error(`statehouse exited (${proc.exitCode}):\n${out}`);
-    if (Date.now() > deadline) throw new Error(`statehouse not ready in 120 s:\n${out}`);
-    await sleep(20);
-  }
-  return { url, s3: `${url}/s3`, proc, log: () => out, stop: () => stopProc(proc) };
+  const url = `http://${HOST}:${await portFromProc(proc, log, deadline)}`;
+  await waitReady(url, proc, log, deadline);
+  return { url, s3: `${url}/s3`, proc, log, stop: () => stopProc(proc) };
 }
 
 /** Starts on a new data dir, stops, starts again: numbers are for an existing data dir. */
@@ -517,8 +463,7 @@ async function terraformPlans(terraform) {
 
 async function main() {
   try {
-    if (require('./build-if-stale.js').buildIfStale())
-      process.stderr.write('bench-s3: dist/ was rebuilt from src/\n');
+    if (buildIfStale()) process.stderr.write('bench-s3: dist/ was rebuilt from src/\n');
   } catch (e) {
     process.stderr.write(
       `bench-s3: could not rebuild dist/ (${e.message.split('\n')[0]}); using the dist/ that is there\n`,

@@ -11,25 +11,28 @@ import { spawn } from 'node:child_process';
 import { createPublicKey, generateKeyPairSync, randomUUID, verify } from 'node:crypto';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { Agent, request } from 'node:http';
-import { createRequire } from 'node:module';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
+import {
+  args,
+  baseEnv,
+  buildIfStale,
+  captureOutput,
+  CLI,
+  freePort,
+  numberArg as opt,
+  require,
+  root,
+  stopProcess,
+  waitReady,
+} from './lib/bench-common.mjs';
 
-const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-const require = createRequire(import.meta.url);
-const args = process.argv.slice(2);
-const opt = (name, def) => {
-  const a = args.find((x) => x.startsWith(`--${name}=`));
-  return a ? Number(a.slice(name.length + 3)) : def;
-};
 const SECONDS = opt('seconds', 3);
 const CONCURRENCY = opt('concurrency', 16);
 const HTTP = !args.includes('--no-http');
 
 try {
-  require('./build-if-stale.js').buildIfStale();
+  buildIfStale();
 } catch (e) {
   if (!existsSync(join(root, 'dist/src/auth/tokens/jwt.js'))) throw e;
   console.error(`bench-tokens: build failed (${e.message}); using the existing dist/`);
@@ -141,47 +144,16 @@ async function verifierFigures() {
 
 // ---------------------------------------------------------------- HTTP (real server process)
 
-const freePort = () =>
-  new Promise((res, rej) => {
-    const s = createServer();
-    s.once('error', rej);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => res(port));
-    });
-  });
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
 async function startServer(env) {
-  const baseEnv = {};
-  for (const [k, v] of Object.entries(process.env))
-    if (!k.startsWith('STATEHOUSE_') && k !== 'DATABASE_URL') baseEnv[k] = v;
   const port = await freePort();
-  const proc = spawn(process.execPath, [join(root, 'dist/src/cli/main.js'), 'serve'], {
-    env: { ...baseEnv, NODE_ENV: 'production', PORT: String(port), ...env },
+  const proc = spawn(process.execPath, [CLI, 'serve'], {
+    env: { ...baseEnv(), NODE_ENV: 'production', PORT: String(port), ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  let out = '';
-  proc.stdout.on('data', (d) => (out += d));
-  proc.stderr.on('data', (d) => (out += d));
+  const log = captureOutput(proc);
   const url = `http://127.0.0.1:${port}`;
-  const deadline = Date.now() + 60_000;
-  for (;;) {
-    if (proc.exitCode !== null) throw new Error(`server exited: ${out}`);
-    const r = await fetch(`${url}/readyz`).catch(() => undefined);
-    if (r?.status === 200) break;
-    if (Date.now() > deadline) throw new Error(`server not ready: ${out}`);
-    await sleep(25);
-  }
-  return {
-    url,
-    port,
-    stop: () =>
-      new Promise((res) => {
-        proc.once('exit', res);
-        proc.kill('SIGTERM');
-      }),
-  };
+  await waitReady(url, proc, log, Date.now() + 60_000, 25);
+  return { url, port, stop: () => stopProcess(proc) };
 }
 
 const agent = new Agent({ keepAlive: true, maxSockets: 256 });

@@ -8,29 +8,28 @@
 //
 // Options: --quick (shorter runs), --only=readyz|http|locks.
 import { execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { createRequire } from 'node:module';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import {
+  baseEnv,
+  buildIfStale,
+  captureOutput,
+  CLI,
+  MiB,
+  only,
+  portFromProc,
+  procStatusMiB,
+  quick,
+  root,
+  stopProcess,
+  TOKEN,
+  waitReady,
+} from './lib/bench-common.mjs';
 
-const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-const require = createRequire(import.meta.url);
-require('./build-if-stale.js').buildIfStale();
-const CLI = join(root, 'dist/src/cli/main.js');
-const TOKEN = 'bench-bootstrap-token-0123456789abcdefghij';
-const args = process.argv.slice(2);
-const quick = args.includes('--quick');
-const only = args.find((a) => a.startsWith('--only='))?.slice(7);
+buildIfStale();
 const SECONDS = quick ? 4 : 10;
-const MiB = 1024 * 1024;
-
-function baseEnv() {
-  const env = {};
-  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('STATEHOUSE_')) env[k] = v;
-  delete env.DATABASE_URL;
-  return env;
-}
 
 async function startServer(extraEnv) {
   const t0 = performance.now();
@@ -46,68 +45,21 @@ async function startServer(extraEnv) {
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  let out = '';
-  proc.stdout.on('data', (d) => (out += d));
-  proc.stderr.on('data', (d) => (out += d));
-  let port;
+  const log = captureOutput(proc);
+  const deadline = Date.now() + 120_000;
   // The listening line is logged at info; with level warn, find the port from /proc instead.
-  while (!port) {
-    if (proc.exitCode !== null) throw new Error(`server exited: ${out}`);
-    port = listeningPort(proc.pid);
-    if (!port) await sleep(10);
-  }
+  const port = await portFromProc(proc, log, deadline, 10);
   const url = `http://127.0.0.1:${port}`;
-  for (;;) {
-    const r = await fetch(`${url}/readyz`).catch(() => undefined);
-    if (r?.status === 200) break;
-    await sleep(10);
-  }
+  await waitReady(url, proc, log, deadline, 10);
   const readyMs = performance.now() - t0;
   return {
     url,
     proc,
     readyMs,
-    peakRssMiB: () => {
-      const m = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${proc.pid}/status`, 'utf8'));
-      return m ? Number(m[1]) / 1024 : NaN;
-    },
-    stop: () =>
-      new Promise((res) => {
-        proc.once('exit', res);
-        proc.kill('SIGTERM');
-      }),
+    peakRssMiB: () => procStatusMiB(proc.pid, 'VmHWM'),
+    stop: () => stopProcess(proc),
   };
 }
-
-/** The TCP port a process listens on, read from /proc (Linux). */
-function listeningPort(pid) {
-  let inodes;
-  try {
-    inodes = new Set(
-      execFileSync('ls', ['-l', `/proc/${pid}/fd`], { encoding: 'utf8' })
-        .split('\n')
-        .map((l) => /socket:\[(\d+)\]/.exec(l)?.[1])
-        .filter(Boolean),
-    );
-  } catch {
-    return undefined;
-  }
-  for (const file of ['/proc/net/tcp', '/proc/net/tcp6']) {
-    let lines = [];
-    try {
-      lines = readFileSync(file, 'utf8').split('\n').slice(1);
-    } catch {
-      continue;
-    }
-    for (const line of lines) {
-      const f = line.trim().split(/\s+/);
-      if (f[3] === '0A' && inodes.has(f[9])) return parseInt(f[1].split(':')[1], 16);
-    }
-  }
-  return undefined;
-}
-
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 function load(scenario, url, concurrency, size = 0) {
   const out = execFileSync(

@@ -36,13 +36,10 @@ import {
   rmSync,
   writeFileSync,
 } from 'node:fs';
-import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
-import { dirname, join, relative, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join, relative, resolve } from 'node:path';
+import { buildIfStale, captureOutput, CLI, root } from './lib/bench-common.mjs';
 
-const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-const require = createRequire(import.meta.url);
 const CURRENT = join(root, 'test', 'fixtures', 'terraform-1.11');
 const HANDMADE = 'opentofu-encrypted.HANDMADE.tfstate';
 const PUBLISHED_BASE = 'http://127.0.0.1:8080';
@@ -129,9 +126,9 @@ const init = ['init', '-input=false'];
 // ------------------------------------------------------------------ the server
 
 async function startServer() {
-  require('./build-if-stale.js').buildIfStale();
+  buildIfStale();
   const token = `fixtures-${randomBytes(24).toString('base64url')}`;
-  const proc = spawn(process.execPath, [join(root, 'dist/src/cli/main.js'), 'serve'], {
+  const proc = spawn(process.execPath, [CLI, 'serve'], {
     env: cleanEnv({
       NODE_ENV: 'production',
       PORT: '0',
@@ -142,16 +139,14 @@ async function startServer() {
     }),
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  let out = '';
-  proc.stdout.on('data', (d) => (out += d));
-  proc.stderr.on('data', (d) => (out += d));
+  const log = captureOutput(proc);
   server = proc;
   const deadline = Date.now() + 120_000;
   let port;
   while (!port) {
-    if (proc.exitCode !== null) fail(`the server exited (${proc.exitCode}):\n${out}`);
-    if (Date.now() > deadline) fail(`the server did not start:\n${out}`);
-    port = /listening on http:\/\/[^:]+:(\d+)/.exec(out)?.[1];
+    if (proc.exitCode !== null) fail(`the server exited (${proc.exitCode}):\n${log()}`);
+    if (Date.now() > deadline) fail(`the server did not start:\n${log()}`);
+    port = /listening on http:\/\/[^:]+:(\d+)/.exec(log())?.[1];
     await new Promise((r) => setTimeout(r, 100));
   }
   const url = `http://127.0.0.1:${port}`;

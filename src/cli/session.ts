@@ -40,10 +40,15 @@ function isDue(entry: LoginCredentials): boolean {
   return Number.isNaN(expires) || expires - Date.now() < REFRESH_MARGIN_MS;
 }
 
-/** `STATEHOUSE_TOKEN`: used as given, never stored. */
-class EnvTokenAuth implements Authenticator {
-  readonly hint = 'check the token in STATEHOUSE_TOKEN';
-  constructor(private readonly token: string) {}
+/**
+ * A token used as given, never stored and never refreshed: `STATEHOUSE_TOKEN`, or the one a
+ * command just obtained or was given.
+ */
+export class GivenTokenAuth implements Authenticator {
+  constructor(
+    private readonly token: string,
+    readonly hint = '',
+  ) {}
   header(): Promise<string> {
     return Promise.resolve(`Bearer ${this.token}`);
   }
@@ -131,6 +136,8 @@ export function clientFor(cmd: Command, store = new CredentialStore()): ApiClien
   const envToken = process.env.STATEHOUSE_TOKEN;
   return new ApiClient(
     server,
-    envToken ? new EnvTokenAuth(envToken) : new StoredAuth(server, store),
+    envToken
+      ? new GivenTokenAuth(envToken, 'check the token in STATEHOUSE_TOKEN')
+      : new StoredAuth(server, store),
   );
 }

@@ -20,27 +20,33 @@ const UNAVAILABLE_CODES = new Set([
   '08006',
 ]);
 
-/** True for errors that mean "the database (or blob store) cannot be reached right now". */
-export function isUnavailable(e: unknown): boolean {
+/** An error as the drivers shape it: TypeORM wraps the driver's in driverError, others in cause. */
+interface ErrorLink {
+  code?: unknown;
+  message?: unknown;
+  driverError?: unknown;
+  cause?: unknown;
+}
+
+/** True when `test` holds for `e` or one of the errors it wraps (at most 4 deep). */
+function anyInChain(e: unknown, test: (err: ErrorLink) => boolean): boolean {
   for (let cur: unknown = e, depth = 0; cur && depth < 4; depth++) {
-    const err = cur as {
-      code?: unknown;
-      message?: unknown;
-      driverError?: unknown;
-      cause?: unknown;
-    };
-    if (typeof err.code === 'string' && UNAVAILABLE_CODES.has(err.code)) return true;
-    const msg = typeof err.message === 'string' ? err.message : '';
-    if (
-      /timeout exceeded when trying to connect|Connection terminated|connection is closed|Client has encountered a connection error|the database system is (starting up|shutting down)/i.test(
-        msg,
-      )
-    ) {
-      return true;
-    }
+    const err = cur as ErrorLink;
+    if (test(err)) return true;
     cur = err.driverError ?? err.cause;
   }
   return false;
+}
+
+/** True for errors that mean "the database (or blob store) cannot be reached right now". */
+export function isUnavailable(e: unknown): boolean {
+  return anyInChain(e, (err) => {
+    if (typeof err.code === 'string' && UNAVAILABLE_CODES.has(err.code)) return true;
+    const msg = typeof err.message === 'string' ? err.message : '';
+    return /timeout exceeded when trying to connect|Connection terminated|connection is closed|Client has encountered a connection error|the database system is (starting up|shutting down)/i.test(
+      msg,
+    );
+  });
 }
 
 /**
@@ -56,18 +62,12 @@ const ENCODING_MESSAGE =
  * such text where they enter; this catches whatever slips past, so it is a 400, never a 500.
  */
 export function isUnstorableText(e: unknown): boolean {
-  for (let cur: unknown = e, depth = 0; cur && depth < 4; depth++) {
-    const err = cur as {
-      code?: unknown;
-      message?: unknown;
-      driverError?: unknown;
-      cause?: unknown;
-    };
-    if (typeof err.code === 'string' && ENCODING_CODES.has(err.code)) return true;
-    if (typeof err.message === 'string' && ENCODING_MESSAGE.test(err.message)) return true;
-    cur = err.driverError ?? err.cause;
-  }
-  return false;
+  return anyInChain(
+    e,
+    (err) =>
+      (typeof err.code === 'string' && ENCODING_CODES.has(err.code)) ||
+      (typeof err.message === 'string' && ENCODING_MESSAGE.test(err.message)),
+  );
 }
 
 /** Everything a door can throw, as a DomainError (or an HttpException Nest raised itself). */

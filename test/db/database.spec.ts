@@ -5,24 +5,22 @@ import { schemaDrift } from '../../src/database/schema-check';
 import { createDataSource } from '../../src/database/data-source';
 import { ENTITIES } from '../../src/entities';
 import {
+  DATABASE_KIND,
   ON_POSTGRES,
   freshPostgresDatabase,
-  openTestDatabase,
+  onTestDatabase,
   TestDatabase,
 } from '../support/database';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-describe(`database (${ON_POSTGRES ? 'PostgreSQL' : 'embedded PGlite'})`, () => {
+describe(`database (${DATABASE_KIND})`, () => {
   let db: TestDatabase;
   let ds: DataSource;
 
-  beforeAll(async () => {
-    db = await openTestDatabase();
+  onTestDatabase((opened) => {
+    db = opened;
     ds = db.dataSource;
-  });
-  afterAll(async () => {
-    await db.close();
   });
 
   it('entities and migrations agree: the schema diff after all migrations is empty', async () => {

@@ -13,7 +13,6 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SignJWT } from 'jose';
-import { Client } from 'pg';
 import { DataSource } from 'typeorm';
 import { IdentityRepository } from '../../src/auth/identity.repository';
 import { Principal } from '../../src/common/principal';
@@ -30,7 +29,13 @@ import { SharedSecrets } from '../../src/database/shared-secrets.service';
 import { AuthorizationService } from '../../src/rbac/authorization.service';
 import { RbacCache } from '../../src/rbac/rbac-cache';
 import { RbacRepository } from '../../src/rbac/rbac.repository';
-import { ON_POSTGRES, openTestDatabase, TestDatabase } from '../support/database';
+import {
+  DATABASE_KIND,
+  ON_POSTGRES,
+  onTestDatabase,
+  terminateListeners,
+  TestDatabase,
+} from '../support/database';
 import { ADMIN, RecordingAudit } from '../support/services';
 
 jest.setTimeout(120_000);
@@ -116,18 +121,19 @@ async function s3Accepts(w: Wired, creds: { AccessKeyId: string; SessionToken: s
   }
 }
 
-describe(`derived credentials (${ON_POSTGRES ? 'PostgreSQL' : 'embedded PGlite'})`, () => {
+describe(`derived credentials (${DATABASE_KIND})`, () => {
   let db: TestDatabase;
   let w: Wired;
 
-  beforeAll(async () => {
-    db = await openTestDatabase();
-    w = await wire(db.dataSource);
-  });
-  afterAll(async () => {
-    await w?.cache.beforeApplicationShutdown();
-    await db?.close();
-  });
+  onTestDatabase(
+    async (opened) => {
+      db = opened;
+      w = await wire(db.dataSource);
+    },
+    async () => {
+      await w?.cache.beforeApplicationShutdown();
+    },
+  );
 
   it('S3 credentials minted with an API token name it, and stop when it is revoked', async () => {
     const { id, principal } = await viaApiToken(w, 'svc:revoked-parent');
@@ -316,18 +322,19 @@ describeOnPostgres(ON_POSTGRES ? REPLICAS : REPLICAS_NA, () => {
     return Date.now() - t0;
   }
 
-  beforeAll(async () => {
-    db = await openTestDatabase();
-    url = (db.dataSource.options as { url?: string }).url as string;
-    a = await wire(db.dataSource, {}, url);
-    b = await wire(await (db.connectAnother as () => Promise<DataSource>)(), {}, url);
-    await waitFor('both replicas to LISTEN', () => a.cache.enabled && b.cache.enabled);
-  });
-  afterAll(async () => {
-    await a?.cache.beforeApplicationShutdown();
-    await b?.cache.beforeApplicationShutdown();
-    await db?.close();
-  });
+  onTestDatabase(
+    async (opened) => {
+      db = opened;
+      url = (db.dataSource.options as { url?: string }).url as string;
+      a = await wire(db.dataSource, {}, url);
+      b = await wire(await (db.connectAnother as () => Promise<DataSource>)(), {}, url);
+      await waitFor('both replicas to LISTEN', () => a.cache.enabled && b.cache.enabled);
+    },
+    async () => {
+      await a?.cache.beforeApplicationShutdown();
+      await b?.cache.beforeApplicationShutdown();
+    },
+  );
 
   it('an API token revoked through A: its S3 credentials, cached as good on B, are refused by B within a second', async () => {
     const delays: number[] = [];
@@ -384,16 +391,7 @@ describeOnPostgres(ON_POSTGRES ? REPLICAS : REPLICAS_NA, () => {
     const creds = await a.sts.issue(principal);
     expect(await s3Accepts(b, creds)).toBe(true); // cached on B
 
-    const killer = new Client({ connectionString: url });
-    await killer.connect();
-    try {
-      const killed = await killer.query(
-        `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN%'`,
-      );
-      expect(killed.rowCount).toBe(2);
-    } finally {
-      await killer.end();
-    }
+    expect(await terminateListeners(url)).toBe(2);
     await waitFor('B to notice the lost LISTEN connection', () => !b.cache.enabled, 2000);
 
     // Straight into the database, with no NOTIFY: only a cache-less B can see it.

@@ -3,22 +3,21 @@ import { Principal } from '../../src/common/principal';
 import { DomainError } from '../../src/common/errors';
 import { MemoryBlobStore } from '../../src/storage/memory-blob.store';
 import { ON_POSTGRES, openTestDatabase, TestDatabase } from '../support/database';
-import { ADMIN, ALICE, BOB, body, buildServices, Services, tfState } from '../support/services';
+import {
+  ADMIN,
+  ALICE,
+  BOB,
+  body,
+  buildServices,
+  failure,
+  Services,
+  tfState,
+} from '../support/services';
 
 const info = (id: string, who = 'someone@host'): Buffer =>
   Buffer.from(
     `{"ID":"${id}","Operation":"OperationTypeApply","Info":"","Who":"${who}","Version":"1.11.4","Created":"2026-11-30T00:00:00.000000000Z","Path":""}`,
   );
-
-async function failure(p: Promise<unknown>): Promise<DomainError> {
-  try {
-    await p;
-  } catch (e) {
-    if (e instanceof DomainError) return e;
-    throw e;
-  }
-  throw new Error('expected a DomainError, got success');
-}
 
 describe('lock authority on a real database', () => {
   let db: TestDatabase;

@@ -25,7 +25,7 @@ import { AuthorizationService } from '../../src/rbac/authorization.service';
 import { RbacCache } from '../../src/rbac/rbac-cache';
 import { RbacRepository } from '../../src/rbac/rbac.repository';
 import { RbacService } from '../../src/rbac/rbac.service';
-import { ON_POSTGRES, openTestDatabase, TestDatabase } from '../support/database';
+import { DATABASE_KIND, onTestDatabase, TestDatabase } from '../support/database';
 import { ADMIN, RecordingAudit } from '../support/services';
 
 jest.setTimeout(120_000);
@@ -63,7 +63,7 @@ const person = (groups: string[]): Identity => ({
   groups,
 });
 
-describe(`API tokens acting as a person (${ON_POSTGRES ? 'PostgreSQL' : 'embedded PGlite'})`, () => {
+describe(`API tokens acting as a person (${DATABASE_KIND})`, () => {
   let db: TestDatabase;
   let w: Awaited<ReturnType<typeof wire>>;
   /** Dana's API token, made while she was in platform-admins. */
@@ -74,8 +74,8 @@ describe(`API tokens acting as a person (${ON_POSTGRES ? 'PostgreSQL' : 'embedde
   const mayManageRbac = async (): Promise<boolean> =>
     w.authz.can(await asToken(), 'rbac.manage', { unit: '*' });
 
-  beforeAll(async () => {
-    db = await openTestDatabase();
+  onTestDatabase(async (opened) => {
+    db = opened;
     w = await wire(db.dataSource);
     await w.rbac.init(ADMIN, { group: ADMINS });
     const login = await w.tokens.startSession(person([ADMINS, 'team-a']));
@@ -83,9 +83,6 @@ describe(`API tokens acting as a person (${ON_POSTGRES ? 'PostgreSQL' : 'embedde
     const created = await w.apiTokens.create(dana, { name: 'dana-pipeline' });
     secret = created.token;
     tokenId = created.id;
-  });
-  afterAll(async () => {
-    await db?.close();
   });
 
   it('carries the groups and verified email of the latest login', async () => {
@@ -161,14 +158,11 @@ describe(`API tokens acting as a person (${ON_POSTGRES ? 'PostgreSQL' : 'embedde
   });
 });
 
-describe(`the migration to latest logins (${ON_POSTGRES ? 'PostgreSQL' : 'embedded PGlite'})`, () => {
+describe(`the migration to latest logins (${DATABASE_KIND})`, () => {
   let db: TestDatabase;
 
-  beforeAll(async () => {
-    db = await openTestDatabase();
-  });
-  afterAll(async () => {
-    await db?.close();
+  onTestDatabase((opened) => {
+    db = opened;
   });
 
   it('each person’s newest live session becomes their latest login; api_tokens keep no copies', async () => {

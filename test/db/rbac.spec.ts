@@ -10,18 +10,22 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Client } from 'pg';
 import { DataSource } from 'typeorm';
 import { Principal } from '../../src/common/principal';
-import { DomainError } from '../../src/common/errors';
 import { AppConfig, loadConfig } from '../../src/config/config';
 import { Action, ACTIONS } from '../../src/rbac/actions';
 import { AuthorizationService, Subject } from '../../src/rbac/authorization.service';
 import { RbacCache } from '../../src/rbac/rbac-cache';
 import { RbacRepository } from '../../src/rbac/rbac.repository';
 import { RbacService, RuleInput } from '../../src/rbac/rbac.service';
-import { ON_POSTGRES, openTestDatabase, TestDatabase } from '../support/database';
-import { ADMIN, RecordingAudit } from '../support/services';
+import {
+  DATABASE_KIND,
+  ON_POSTGRES,
+  onTestDatabase,
+  terminateListeners,
+  TestDatabase,
+} from '../support/database';
+import { ADMIN, failure, RecordingAudit } from '../support/services';
 
 jest.setTimeout(120_000);
 
@@ -49,16 +53,6 @@ async function wire(ds: DataSource, databaseUrl?: string): Promise<Wired> {
   const authz = new AuthorizationService(repo, cache, audit);
   const rbac = new RbacService(repo, authz, cache, audit);
   return { config, repo, cache, audit, authz, rbac };
-}
-
-async function failure(p: Promise<unknown>): Promise<DomainError> {
-  try {
-    await p;
-  } catch (e) {
-    if (e instanceof DomainError) return e;
-    throw e;
-  }
-  throw new Error('expected a DomainError, got success');
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
@@ -94,7 +88,7 @@ async function auditRows(ds: DataSource, type: string): Promise<number> {
   return rows[0].n;
 }
 
-describe(`RBAC on the database (${ON_POSTGRES ? 'PostgreSQL' : 'embedded PGlite'})`, () => {
+describe(`RBAC on the database (${DATABASE_KIND})`, () => {
   let db: TestDatabase;
   let w: Wired;
   let counter = 0;
@@ -115,14 +109,15 @@ describe(`RBAC on the database (${ON_POSTGRES ? 'PostgreSQL' : 'embedded PGlite'
     return { role, permission, assignment: a.id };
   }
 
-  beforeAll(async () => {
-    db = await openTestDatabase();
-    w = await wire(db.dataSource);
-  });
-  afterAll(async () => {
-    await w?.cache.beforeApplicationShutdown();
-    await db?.close();
-  });
+  onTestDatabase(
+    async (opened) => {
+      db = opened;
+      w = await wire(db.dataSource);
+    },
+    async () => {
+      await w?.cache.beforeApplicationShutdown();
+    },
+  );
 
   describe('before init (bootstrap semantics)', () => {
     it('is not initialised; authenticated principals may use units but not the admin-only actions', async () => {
@@ -673,21 +668,22 @@ describeOnPostgres(ON_POSTGRES ? REPLICAS : REPLICAS_NA, () => {
     }
   }
 
-  beforeAll(async () => {
-    db = await openTestDatabase();
-    url = (db.dataSource.options as { url?: string }).url as string;
-    expect(url).toMatch(/^postgres/);
-    a = await wire(db.dataSource, url);
-    dsB = await (db.connectAnother as () => Promise<DataSource>)();
-    b = await wire(dsB, url);
-    await waitFor('both replicas to LISTEN', () => a.cache.enabled && b.cache.enabled);
-    expect(await listeners()).toBe(2);
-  });
-  afterAll(async () => {
-    await a?.cache.beforeApplicationShutdown();
-    await b?.cache.beforeApplicationShutdown();
-    await db?.close();
-  });
+  onTestDatabase(
+    async (opened) => {
+      db = opened;
+      url = (db.dataSource.options as { url?: string }).url as string;
+      expect(url).toMatch(/^postgres/);
+      a = await wire(db.dataSource, url);
+      dsB = await (db.connectAnother as () => Promise<DataSource>)();
+      b = await wire(dsB, url);
+      await waitFor('both replicas to LISTEN', () => a.cache.enabled && b.cache.enabled);
+      expect(await listeners()).toBe(2);
+    },
+    async () => {
+      await a?.cache.beforeApplicationShutdown();
+      await b?.cache.beforeApplicationShutdown();
+    },
+  );
 
   /** Polls replica B until `action` on `unit` answers `expected`; the time it took. */
   async function seenByB(p: Subject, action: Action, unit: string, expected: boolean) {
@@ -767,16 +763,7 @@ describeOnPostgres(ON_POSTGRES ? REPLICAS : REPLICAS_NA, () => {
     expect(await seenByB(p, 'unit.read', 'unl/a', true)).toBeLessThan(1000);
     expect(await b.authz.can(p, 'unit.read', { unit: 'unl/a' })).toBe(true); // cached on B
 
-    const killer = new Client({ connectionString: url });
-    await killer.connect();
-    try {
-      const killed = await killer.query(
-        `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN%'`,
-      );
-      expect(killed.rowCount).toBe(2);
-    } finally {
-      await killer.end();
-    }
+    expect(await terminateListeners(url)).toBe(2);
     await waitFor('B to notice the lost LISTEN connection', () => !b.cache.enabled, 2000);
     const lostAt = Date.now();
 

@@ -4,7 +4,7 @@ import { packageVersion } from '../../src/common/version';
 import { StartupError } from '../../src/common/startup';
 import { prepareSchema } from '../../src/database/migrator';
 import { readDatabaseSchema } from '../../src/database/schema-compatibility.repository';
-import { ON_POSTGRES, openTestDatabase, TestDatabase } from '../support/database';
+import { DATABASE_KIND, onTestDatabase, TestDatabase } from '../support/database';
 
 const FUTURE = SCHEMA_LEVEL + 1000;
 const LAST = new MIGRATIONS[MIGRATIONS.length - 1]();
@@ -22,16 +22,13 @@ async function migratedByNewerRelease(ds: DataSource, oldestCodeLevel: number): 
   );
 }
 
-describe(`schema compatibility (${ON_POSTGRES ? 'PostgreSQL' : 'embedded PGlite'})`, () => {
+describe(`schema compatibility (${DATABASE_KIND})`, () => {
   let db: TestDatabase;
   let ds: DataSource;
 
-  beforeAll(async () => {
-    db = await openTestDatabase();
+  onTestDatabase((opened) => {
+    db = opened;
     ds = db.dataSource;
-  });
-  afterAll(async () => {
-    await db.close();
   });
   afterEach(async () => {
     // Back to what this code's migrations leave.

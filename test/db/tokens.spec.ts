@@ -20,8 +20,8 @@ import { AppConfig, loadConfig } from '../../src/config/config';
 import { AuthorizationService } from '../../src/rbac/authorization.service';
 import { RbacCache } from '../../src/rbac/rbac-cache';
 import { RbacRepository } from '../../src/rbac/rbac.repository';
-import { ON_POSTGRES, openTestDatabase, TestDatabase } from '../support/database';
-import { ADMIN, ALICE, BOB, RecordingAudit } from '../support/services';
+import { DATABASE_KIND, onTestDatabase, TestDatabase } from '../support/database';
+import { ADMIN, ALICE, BOB, failure, RecordingAudit } from '../support/services';
 
 const sha256 = (s: string): string => createHash('sha256').update(s).digest('hex');
 
@@ -62,28 +62,15 @@ async function wire(ds: DataSource, env: Record<string, string> = {}): Promise<W
 /** A login session for tests that only need an access token of some session. */
 const SESSION = { familyId: randomUUID(), expiresAt: new Date(Date.now() + 86400_000) };
 
-async function failure(p: Promise<unknown>): Promise<DomainError> {
-  try {
-    await p;
-  } catch (e) {
-    if (e instanceof DomainError) return e;
-    throw e;
-  }
-  throw new Error('expected a DomainError, got success');
-}
-
 const IDENTITY = { subject: 'user:alice', email: 'alice@example.com', groups: ['platform'] };
 
-describe(`refresh tokens (${ON_POSTGRES ? 'PostgreSQL' : 'embedded PGlite'})`, () => {
+describe(`refresh tokens (${DATABASE_KIND})`, () => {
   let db: TestDatabase;
   let w: Wired;
 
-  beforeAll(async () => {
-    db = await openTestDatabase();
+  onTestDatabase(async (opened) => {
+    db = opened;
     w = await wire(db.dataSource);
-  });
-  afterAll(async () => {
-    await db?.close();
   });
 
   const familyOf = async (refresh: string): Promise<string> =>
@@ -232,16 +219,13 @@ describe(`refresh tokens (${ON_POSTGRES ? 'PostgreSQL' : 'embedded PGlite'})`, (
   });
 });
 
-describe(`API tokens (${ON_POSTGRES ? 'PostgreSQL' : 'embedded PGlite'})`, () => {
+describe(`API tokens (${DATABASE_KIND})`, () => {
   let db: TestDatabase;
   let w: Wired;
 
-  beforeAll(async () => {
-    db = await openTestDatabase();
+  onTestDatabase(async (opened) => {
+    db = opened;
     w = await wire(db.dataSource);
-  });
-  afterAll(async () => {
-    await db?.close();
   });
 
   const rowOf = async (id: string) =>
@@ -386,14 +370,11 @@ describe(`API tokens (${ON_POSTGRES ? 'PostgreSQL' : 'embedded PGlite'})`, () =>
   });
 });
 
-describe(`signing keys (${ON_POSTGRES ? 'PostgreSQL' : 'embedded PGlite'})`, () => {
+describe(`signing keys (${DATABASE_KIND})`, () => {
   let db: TestDatabase;
 
-  beforeAll(async () => {
-    db = await openTestDatabase();
-  });
-  afterAll(async () => {
-    await db?.close();
+  onTestDatabase((opened) => {
+    db = opened;
   });
 
   it('restarts do not invalidate tokens, and two replicas agree: the generated key is kept in the database', async () => {

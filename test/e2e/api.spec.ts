@@ -1,9 +1,8 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { freshServerEnv } from '../support/database';
 import { FIXTURES } from '../support/paths';
-import { RunningServer, spawnServer } from '../support/server';
+import { onFreshServer, RunningServer } from '../support/server';
 import { tfState } from '../support/services';
 
 /**
@@ -63,21 +62,12 @@ function lockInfo(id?: string, who = 'ci@runner'): Record<string, string> {
 
 describe('management API (/v1/units, /v1/locks, /docs)', () => {
   let server: RunningServer;
-  let cleanup: (() => Promise<void>) | undefined;
   let counter = 0;
 
   /** A unit name no other test uses. */
   const unique = (label: string): string => `api/${label}-${++counter}`;
 
-  beforeAll(async () => {
-    const fresh = await freshServerEnv();
-    cleanup = fresh.cleanup;
-    server = await spawnServer(fresh.env);
-  });
-  afterAll(async () => {
-    await server?.stop();
-    await cleanup?.();
-  });
+  onFreshServer((started) => (server = started));
 
   async function call(method: string, path: string, opts: CallOptions = {}): Promise<Reply> {
     const headers: Record<string, string> = {

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freshServerEnv } from '../support/database';
 import { CLI, TEST_TOKEN } from '../support/paths';
-import { NODE, RunningServer, spawnServer } from '../support/server';
+import { childEnv, NODE, RunningServer, spawnServer } from '../support/server';
 
 /**
  * `statehouse rbac …` and `statehouse audit` as a user runs them: the CLI in a child process
@@ -47,13 +47,9 @@ describe('statehouse rbac and statehouse audit', () => {
   }
 
   function cli(args: string[], token: string, stdin?: string): Promise<CliResult> {
-    const env: Record<string, string> = {};
-    for (const [k, v] of Object.entries(process.env)) {
-      if (v !== undefined && !k.startsWith('STATEHOUSE_') && k !== 'DATABASE_URL') env[k] = v;
-    }
     const proc = spawn(NODE, [CLI, ...args], {
       env: {
-        ...env,
+        ...childEnv(),
         NODE_ENV: 'production',
         HOME: home,
         XDG_CONFIG_HOME: join(home, 'xdg'),

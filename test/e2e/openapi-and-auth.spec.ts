@@ -7,9 +7,8 @@ import { AppModule } from '../../src/app.module';
 import { IS_PUBLIC, SELF_AUTHENTICATED } from '../../src/common/route-auth';
 import { generateOpenApi } from '../../src/cli/openapi.command';
 import { loadConfig } from '../../src/config/config';
-import { freshServerEnv } from '../support/database';
 import { ROOT } from '../support/paths';
-import { RunningServer, spawnServer } from '../support/server';
+import { onFreshServer, RunningServer } from '../support/server';
 
 /** Routes that answer without a principal, on purpose. Anything else must demand one. */
 const EXPECTED_PUBLIC = [
@@ -26,17 +25,8 @@ const EXPECTED_PUBLIC = [
 
 describe('the API contract', () => {
   let server: RunningServer;
-  let cleanup: () => Promise<void>;
 
-  beforeAll(async () => {
-    const fresh = await freshServerEnv();
-    cleanup = fresh.cleanup;
-    server = await spawnServer(fresh.env);
-  });
-  afterAll(async () => {
-    await server?.stop();
-    await cleanup?.();
-  });
+  onFreshServer((started) => (server = started));
 
   it('the committed openapi/openapi.json equals what the app generates (run `npm run openapi`)', async () => {
     const committed = readFileSync(join(ROOT, 'openapi/openapi.json'), 'utf8');

@@ -1,19 +1,9 @@
-import { freshServerEnv } from '../support/database';
-import { RunningServer, spawnServer } from '../support/server';
+import { onFreshServer, RunningServer } from '../support/server';
 
 describe('server smoke', () => {
   let server: RunningServer;
-  let cleanup: () => Promise<void>;
 
-  beforeAll(async () => {
-    const fresh = await freshServerEnv();
-    cleanup = fresh.cleanup;
-    server = await spawnServer(fresh.env);
-  });
-  afterAll(async () => {
-    await server?.stop();
-    await cleanup?.();
-  });
+  onFreshServer((started) => (server = started));
 
   it('answers /healthz and /readyz without a token', async () => {
     expect((await fetch(`${server.url}/healthz`)).status).toBe(200);

@@ -139,6 +139,16 @@ export async function expectNoBlob(store: BlobStore, key: string): Promise<void>
  * The promises every BlobStore driver keeps (see src/storage/blob-store.ts). `setup` runs
  * once for the suite; every test uses its own keys.
  */
+/** Every operation of `store` refuses `key` as an invalid blob key. */
+export async function expectKeyRefused(store: BlobStore, key: string): Promise<void> {
+  await expect(store.put(key, Readable.from([Buffer.from('x')]))).rejects.toThrow(
+    /invalid blob key/,
+  );
+  await expect(store.get(key)).rejects.toThrow(/invalid blob key/);
+  await expect(store.stat(key)).rejects.toThrow(/invalid blob key/);
+  await expect(store.delete(key)).rejects.toThrow(/invalid blob key/);
+}
+
 export function describeBlobStoreContract(
   name: string,
   setup: () => Promise<{ store: BlobStore; teardown: () => Promise<void> }>,
@@ -352,14 +362,7 @@ export function describeBlobStoreContract(
 
     it.each(['', '/abs', 'a//b', 'a/', '../x', 'a/../b', 'a/./b', 'a b', 'a\\b', 'é', 'a?b'])(
       'refuses the bad key %j',
-      async (key) => {
-        await expect(store.put(key, Readable.from([Buffer.from('x')]))).rejects.toThrow(
-          /invalid blob key/,
-        );
-        await expect(store.get(key)).rejects.toThrow(/invalid blob key/);
-        await expect(store.stat(key)).rejects.toThrow(/invalid blob key/);
-        await expect(store.delete(key)).rejects.toThrow(/invalid blob key/);
-      },
+      (key) => expectKeyRefused(store, key),
     );
   });
 }

@@ -8,9 +8,12 @@ import { ENTITIES } from '../../src/entities';
 import { migrateUnderLock } from '../../src/database/migrator';
 import { spawn } from 'node:child_process';
 import { pgliteTemplateDir, ROOT } from './paths';
+import { stopChild } from './processes';
 
 /** Which database the suites run on: PostgreSQL when DATABASE_URL is set, else embedded. */
 export const ON_POSTGRES = process.env.DATABASE_URL !== undefined;
+/** Which database the suites run on, for their titles. */
+export const DATABASE_KIND = ON_POSTGRES ? 'PostgreSQL' : 'embedded PGlite';
 
 /** A fresh data directory (with a migrated embedded database in it, copied from the template). */
 export function freshDataDir(): string {
@@ -116,6 +119,42 @@ export async function openTestDatabase(): Promise<TestDatabase> {
   };
 }
 
+/**
+ * The suite's database: opened (migrated) before its tests, then handed to `ready`; closed after
+ * them, once `done` has run.
+ */
+export function onTestDatabase(
+  ready: (db: TestDatabase) => void | Promise<void>,
+  done?: () => Promise<void>,
+): void {
+  let db: TestDatabase | undefined;
+  beforeAll(async () => {
+    db = await openTestDatabase();
+    await ready(db);
+  });
+  afterAll(async () => {
+    await done?.();
+    await db?.close();
+  });
+}
+
+/**
+ * Terminates the sessions of the database at `url` that are LISTENing (the RBAC caches' change
+ * feed), as a network failure would; answers how many it terminated.
+ */
+export async function terminateListeners(url: string): Promise<number> {
+  const killer = new Client({ connectionString: url });
+  await killer.connect();
+  try {
+    const killed = await killer.query(
+      `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN%'`,
+    );
+    return killed.rowCount ?? 0;
+  } finally {
+    await killer.end();
+  }
+}
+
 /** Runs the embedded database (PGlite behind its Unix socket) in a child process. */
 export async function hostEmbedded(
   dataDir: string,
@@ -137,11 +176,6 @@ export async function hostEmbedded(
   });
   return {
     socketDir,
-    stop: async () => {
-      if (proc.exitCode !== null) return;
-      const exited = new Promise((r) => proc.once('exit', r));
-      proc.kill('SIGTERM');
-      await exited;
-    },
+    stop: () => stopChild(proc),
   };
 }

@@ -1,6 +1,7 @@
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { ROOT } from './paths';
+import { stopChild } from './processes';
 
 export interface TestOidcProvider {
   issuer: string;
@@ -33,11 +34,6 @@ export async function startOidcProvider(): Promise<TestOidcProvider> {
       });
       return ((await res.json()) as { id_token: string }).id_token;
     },
-    stop: async () => {
-      if (proc.exitCode !== null) return;
-      const exited = new Promise((r) => proc.once('exit', r));
-      proc.kill('SIGTERM');
-      await exited;
-    },
+    stop: () => stopChild(proc),
   };
 }

@@ -1,6 +1,7 @@
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { ROOT } from './paths';
+import { collectOutput, exitCode } from './processes';
 
 export interface PostgresCluster {
   /** The superuser's URL (database "postgres"). */
@@ -24,17 +25,15 @@ export async function startPostgresCluster(): Promise<PostgresCluster> {
   const proc = spawn(join(ROOT, 'scripts', 'with-postgres.sh'), [process.execPath, '-e', waiter], {
     stdio: ['pipe', 'pipe', 'pipe'],
   });
-  let out = '';
-  proc.stdout.on('data', (d: Buffer) => (out += d.toString()));
-  proc.stderr.on('data', (d: Buffer) => (out += d.toString()));
-  const exited = new Promise<number | null>((res) => proc.once('exit', (code) => res(code)));
+  const output = collectOutput(proc);
+  const exited = exitCode(proc);
   const url = await new Promise<string>((resolve, reject) => {
     const timer = setTimeout(
-      () => reject(new Error(`no PostgreSQL cluster after 60 s:\n${out}`)),
+      () => reject(new Error(`no PostgreSQL cluster after 60 s:\n${output()}`)),
       60_000,
     );
     const look = (): void => {
-      const m = /^DATABASE_URL=(\S+)$/m.exec(out);
+      const m = /^DATABASE_URL=(\S+)$/m.exec(output());
       if (m) {
         clearTimeout(timer);
         resolve(m[1]);
@@ -44,7 +43,7 @@ export async function startPostgresCluster(): Promise<PostgresCluster> {
     void exited.then((code) => {
       clearTimeout(timer);
       reject(
-        new Error(`scripts/with-postgres.sh exited (${code}) before the cluster ran:\n${out}`),
+        new Error(`scripts/with-postgres.sh exited (${code}) before the cluster ran:\n${output()}`),
       );
     });
   });

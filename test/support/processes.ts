@@ -3,6 +3,27 @@ import { accessSync, constants, statSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { delimiter, join } from 'node:path';
 
+/** Collects a child's stdout and stderr as they arrive; returns a reader of all of it so far. */
+export function collectOutput(proc: ChildProcess): () => string {
+  let out = '';
+  proc.stdout?.on('data', (d: Buffer) => (out += d.toString()));
+  proc.stderr?.on('data', (d: Buffer) => (out += d.toString()));
+  return () => out;
+}
+
+/** The exit code, once the child has exited. */
+export function exitCode(proc: ChildProcess): Promise<number | null> {
+  return new Promise((res) => proc.once('exit', (code) => res(code)));
+}
+
+/** SIGTERM, and resolves once the child has exited (at once when it already had). */
+export async function stopChild(proc: ChildProcess): Promise<void> {
+  if (proc.exitCode !== null) return;
+  const exited = new Promise((r) => proc.once('exit', r));
+  proc.kill('SIGTERM');
+  await exited;
+}
+
 /** A command started in a process group of its own, so that a test can see all of it end. */
 export interface GroupProcess {
   proc: ChildProcess;
@@ -25,9 +46,7 @@ export function spawnGroup(
     detached: true,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  let out = '';
-  proc.stdout?.on('data', (d: Buffer) => (out += d.toString()));
-  proc.stderr?.on('data', (d: Buffer) => (out += d.toString()));
+  const output = collectOutput(proc);
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((res) =>
     proc.once('exit', (code, signal) => res({ code, signal })),
   );
@@ -35,7 +54,7 @@ export function spawnGroup(
   return {
     proc,
     pgid,
-    output: () => out,
+    output,
     exited,
     killGroup: () => {
       try {

@@ -1,6 +1,8 @@
 import { ChildProcess, spawn } from 'node:child_process';
 import { delimiter, dirname } from 'node:path';
+import { freshServerEnv } from './database';
 import { CLI, TEST_TOKEN } from './paths';
+import { collectOutput, exitCode } from './processes';
 
 export interface RunningServer {
   url: string;
@@ -60,22 +62,20 @@ export async function spawnServer(
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  let out = '';
-  proc.stdout?.on('data', (d: Buffer) => (out += d.toString()));
-  proc.stderr?.on('data', (d: Buffer) => (out += d.toString()));
-  const exited = new Promise<number | null>((res) => proc.once('exit', (code) => res(code)));
+  const output = collectOutput(proc);
+  const exited = exitCode(proc);
 
   const timeoutMs = options.timeoutMs ?? 60_000;
   const deadline = Date.now() + timeoutMs;
   let port = 0;
   while (port === 0) {
-    const m = /listening on https?:\/\/[^:]+:(\d+)/.exec(out);
+    const m = /listening on https?:\/\/[^:]+:(\d+)/.exec(output());
     if (m) port = Number(m[1]);
     else if (proc.exitCode !== null)
-      throw new Error(`server exited with ${proc.exitCode}:\n${out}`);
+      throw new Error(`server exited with ${proc.exitCode}:\n${output()}`);
     else if (Date.now() > deadline) {
       proc.kill('SIGKILL');
-      throw new Error(`server did not start within ${timeoutMs} ms:\n${out}`);
+      throw new Error(`server did not start within ${timeoutMs} ms:\n${output()}`);
     } else await new Promise((r) => setTimeout(r, 50));
   }
   const scheme = env.STATEHOUSE_TLS_CERT_FILE ? 'https' : 'http';
@@ -84,12 +84,12 @@ export async function spawnServer(
     for (;;) {
       const r = await fetch(`${url}/readyz`).catch(() => undefined);
       if (r?.status === 200) break;
-      if (Date.now() > deadline) throw new Error(`server never became ready:\n${out}`);
+      if (Date.now() > deadline) throw new Error(`server never became ready:\n${output()}`);
       await new Promise((res) => setTimeout(res, 50));
     }
   }
   const token = env.STATEHOUSE_BOOTSTRAP_TOKEN ?? TEST_TOKEN;
-  const s3 = /for S3 clients on https?:\/\/[^:\s]+:(\d+)/.exec(out);
+  const s3 = /for S3 clients on https?:\/\/[^:\s]+:(\d+)/.exec(output());
   const s3Port = s3 ? Number(s3[1]) : undefined;
   return {
     url,
@@ -98,7 +98,7 @@ export async function spawnServer(
     s3Url: s3Port === undefined ? undefined : `${scheme}://127.0.0.1:${s3Port}`,
     token,
     proc,
-    output: () => out,
+    output,
     auth: { Authorization: `Bearer ${token}` },
     stop: async () => {
       if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGTERM');
@@ -123,6 +123,25 @@ export function apiFetch(
   });
 }
 
+/**
+ * The suite's server on a fresh database: started before its tests and handed to `started`;
+ * stopped after them, and its database removed.
+ */
+export function onFreshServer(started: (server: RunningServer) => void): void {
+  let server: RunningServer | undefined;
+  let cleanup: (() => Promise<void>) | undefined;
+  beforeAll(async () => {
+    const fresh = await freshServerEnv();
+    cleanup = fresh.cleanup;
+    server = await spawnServer(fresh.env);
+    started(server);
+  });
+  afterAll(async () => {
+    await server?.stop();
+    await cleanup?.();
+  });
+}
+
 /** Runs the CLI to completion and returns its exit code and output. */
 export async function runCli(
   args: string[],
@@ -132,9 +151,7 @@ export async function runCli(
     env: { ...childEnv(), NODE_ENV: 'production', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  let output = '';
-  proc.stdout.on('data', (d: Buffer) => (output += d.toString()));
-  proc.stderr.on('data', (d: Buffer) => (output += d.toString()));
-  const code = await new Promise<number | null>((res) => proc.once('exit', (c) => res(c)));
-  return { code, output };
+  const output = collectOutput(proc);
+  const code = await exitCode(proc);
+  return { code, output: output() };
 }

@@ -135,6 +135,17 @@ export async function failure(p: Promise<unknown>): Promise<DomainError> {
   throw new Error('expected a DomainError, got success');
 }
 
+/** The DomainError `fn` throws; fails the test when it returns. */
+export function thrown(fn: () => unknown): DomainError {
+  try {
+    fn();
+  } catch (e) {
+    expect(e).toBeInstanceOf(DomainError);
+    return e as DomainError;
+  }
+  throw new Error('expected a DomainError');
+}
+
 export async function readAll(stream: Readable): Promise<Buffer> {
   const chunks: Buffer[] = [];
   for await (const c of stream) chunks.push(c as Buffer);

@@ -23,6 +23,7 @@ import {
   verifySigV4,
 } from '../../src/s3compat/sigv4';
 import { Result } from '../../src/s3compat/wire';
+import { decodeAwsChunked } from '../support/aws-chunked';
 
 const AKID = 'AKIAIOSFODNN7EXAMPLE';
 const SECRET = 'wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY';
@@ -102,23 +103,6 @@ function options(
     signing: encoding === UNSIGNED ? undefined : signing('0'.repeat(64)),
     ...extra,
   };
-}
-
-/** Feeds `pieces` to a fresh parser; returns the decoded bytes and trailers, or the S3 error. */
-function decode(
-  opts: AwsChunkedOptions,
-  pieces: Buffer[],
-): { data?: Buffer; trailers?: Record<string, string>; error?: S3Error } {
-  const p = new AwsChunkedParser(opts);
-  const out: Buffer[] = [];
-  try {
-    for (const piece of pieces) for (const d of p.push(piece)) out.push(Buffer.from(d));
-    const trailers = p.end();
-    return { data: Buffer.concat(out), trailers: { ...trailers } };
-  } catch (e) {
-    if (!(e instanceof S3Error)) throw e;
-    return { error: e };
-  }
 }
 
 function splitAt(body: Buffer, ...at: number[]): Buffer[] {
@@ -228,7 +212,7 @@ describe('the AWS published signed chunked upload (66560 × "a", chunks of 65536
 
   it('every chunk signature is checked, in sequence', () => {
     const opts = options(SIGNED, 66560, { signing: signing(seed) });
-    expect(decode(opts, [body]).data?.equals(data)).toBe(true);
+    expect(decodeAwsChunked(opts, [body]).data?.equals(data)).toBe(true);
     for (const bad of chunkSigs) {
       const tampered = Buffer.from(
         body.toString('latin1').replace(
@@ -237,23 +221,23 @@ describe('the AWS published signed chunked upload (66560 × "a", chunks of 65536
         ),
         'latin1',
       );
-      expectError(decode(opts, [tampered]), 'SignatureDoesNotMatch');
+      expectError(decodeAwsChunked(opts, [tampered]), 'SignatureDoesNotMatch');
     }
     // Another seed (another request) breaks the chain at the first chunk.
     expectError(
-      decode(options(SIGNED, 66560, { signing: signing('1'.repeat(64)) }), [body]),
+      decodeAwsChunked(options(SIGNED, 66560, { signing: signing('1'.repeat(64)) }), [body]),
       'SignatureDoesNotMatch',
     );
     // A changed data byte breaks its chunk's signature.
     const flipped = Buffer.from(body);
     flipped[40000] = 0x62;
-    expectError(decode(opts, [flipped]), 'SignatureDoesNotMatch');
+    expectError(decodeAwsChunked(opts, [flipped]), 'SignatureDoesNotMatch');
     // Upper-case hex in the signature is the same signature.
     const upper = Buffer.from(
       body.toString('latin1').replace(chunkSigs[0], chunkSigs[0].toUpperCase()),
       'latin1',
     );
-    expect(decode(opts, [upper]).data?.equals(data)).toBe(true);
+    expect(decodeAwsChunked(opts, [upper]).data?.equals(data)).toBe(true);
   });
 
   it('chunks swapped or dropped fail', () => {
@@ -264,7 +248,7 @@ describe('the AWS published signed chunked upload (66560 × "a", chunks of 65536
       data,
       Buffer.from(`\r\n0;chunk-signature=${chunkSigs[2]}\r\n\r\n`),
     ]);
-    expectError(decode(opts, [merged]), 'SignatureDoesNotMatch');
+    expectError(decodeAwsChunked(opts, [merged]), 'SignatureDoesNotMatch');
     // Final chunk signed as if it followed the first chunk directly.
     const truncated = Buffer.concat([
       Buffer.from(`10000;chunk-signature=${chunkSigs[0]}\r\n`),
@@ -272,7 +256,7 @@ describe('the AWS published signed chunked upload (66560 × "a", chunks of 65536
       Buffer.from(`\r\n0;chunk-signature=${chunkSigs[2]}\r\n\r\n`),
     ]);
     expectError(
-      decode(options(SIGNED, 65536, { signing: signing(seed) }), [truncated]),
+      decodeAwsChunked(options(SIGNED, 65536, { signing: signing(seed) }), [truncated]),
       'SignatureDoesNotMatch',
     );
   });
@@ -340,19 +324,21 @@ describe('the AWS published signed chunked upload with a trailer (x-amz-checksum
       signing: signing(seed),
       declaredTrailers: ['x-amz-checksum-crc32c'],
     });
-    expect(decode(opts, [body]).trailers).toEqual({ 'x-amz-checksum-crc32c': 'sOO8/Q==' });
+    expect(decodeAwsChunked(opts, [body]).trailers).toEqual({
+      'x-amz-checksum-crc32c': 'sOO8/Q==',
+    });
     const changed = Buffer.from(body.toString('latin1').replace('sOO8/Q==', 'AAAAAA=='), 'latin1');
-    expectError(decode(opts, [changed]), 'SignatureDoesNotMatch', /trailer signature/);
+    expectError(decodeAwsChunked(opts, [changed]), 'SignatureDoesNotMatch', /trailer signature/);
     const noSig = Buffer.from(
       body.toString('latin1').replace(/x-amz-trailer-signature:\w+\r\n/, ''),
       'latin1',
     );
-    expectError(decode(opts, [noSig]), 'SignatureDoesNotMatch', /missing/);
+    expectError(decodeAwsChunked(opts, [noSig]), 'SignatureDoesNotMatch', /missing/);
     const badSig = Buffer.from(
       body.toString('latin1').replace(trailerSig, '0'.repeat(64)),
       'latin1',
     );
-    expectError(decode(opts, [badSig]), 'SignatureDoesNotMatch');
+    expectError(decodeAwsChunked(opts, [badSig]), 'SignatureDoesNotMatch');
   });
 });
 
@@ -376,7 +362,7 @@ describe('STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER bodies we construct', () =>
     for (const cut of [1, 7, 64, 1000, 65536, 70000]) {
       const pieces: Buffer[] = [];
       for (let i = 0; i < built.body.length; i += cut) pieces.push(built.body.subarray(i, i + cut));
-      const r = decode(opts, pieces);
+      const r = decodeAwsChunked(opts, pieces);
       expect(r.error).toBeUndefined();
       expect(r.data?.equals(data)).toBe(true);
       expect(r.trailers).toEqual({ 'x-amz-checksum-crc32': crc });
@@ -388,13 +374,13 @@ describe('STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER bodies we construct', () =>
     const text = built.body
       .toString('latin1')
       .replace(`x-amz-checksum-crc32:${crc}`, `X-Amz-Checksum-CRC32:  ${crc} `);
-    expect(decode(opts, [Buffer.from(text, 'latin1')]).trailers).toEqual({
+    expect(decodeAwsChunked(opts, [Buffer.from(text, 'latin1')]).trailers).toEqual({
       'x-amz-checksum-crc32': crc,
     });
   });
 
   it('refuses trailers that are undeclared, repeated, missing, misplaced or malformed', () => {
-    const t = (body: string) => decode(opts, [Buffer.from(body, 'latin1')]);
+    const t = (body: string) => decodeAwsChunked(opts, [Buffer.from(body, 'latin1')]);
     const text = built.body.toString('latin1');
     const line = `x-amz-checksum-crc32:${crc}\r\n`;
     expectError(
@@ -409,7 +395,7 @@ describe('STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER bodies we construct', () =>
     expectError(t(text.replace(sigLine, sigLine + line)), 'InvalidRequest', /last/);
     // Declared but absent: signed over no trailers, so the signature check passes first.
     const none = build(data, [200_000], { seed, signTrailer: true }).body;
-    expectError(decode(opts, [none]), 'InvalidRequest', /missing/);
+    expectError(decodeAwsChunked(opts, [none]), 'InvalidRequest', /missing/);
   });
 });
 
@@ -473,18 +459,18 @@ describe("Terraform's STREAMING-UNSIGNED-PAYLOAD-TRAILER body", () => {
   it('decodes identically at every split position (2 and 3 pieces) and byte by byte', () => {
     const opts = options(UNSIGNED, state.length, { declaredTrailers: ['x-amz-checksum-sha256'] });
     for (let i = 0; i <= body.length; i++) {
-      const r = decode(opts, splitAt(body, i));
+      const r = decodeAwsChunked(opts, splitAt(body, i));
       expect(r.error).toBeUndefined();
       expect(r.data?.equals(state)).toBe(true);
     }
     for (let i = 0; i <= body.length; i += 3) {
       for (let j = i; j <= body.length; j += 5) {
-        const r = decode(opts, splitAt(body, i, j));
+        const r = decodeAwsChunked(opts, splitAt(body, i, j));
         expect(r.data?.equals(state)).toBe(true);
       }
     }
     const bytes = [...body].map((b) => Buffer.from([b]));
-    const r = decode(opts, bytes);
+    const r = decodeAwsChunked(opts, bytes);
     expect(r.data?.equals(state)).toBe(true);
     expect(r.trailers).toEqual({ 'x-amz-checksum-sha256': b64 });
   });
@@ -577,7 +563,7 @@ describe('malformed aws-chunked framing', () => {
   const data = Buffer.from('hello world');
   const opts = options(UNSIGNED, data.length);
   const good = '5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n';
-  const d = (s: string, o = opts) => decode(o, [Buffer.from(s, 'latin1')]);
+  const d = (s: string, o = opts) => decodeAwsChunked(o, [Buffer.from(s, 'latin1')]);
 
   it('the good body decodes, upper-case and zero-padded hex too', () => {
     expect(d(good).data?.toString()).toBe('hello world');

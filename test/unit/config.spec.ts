@@ -10,6 +10,18 @@ const DB_PASSWORD = 'hunter2-very-secret-pw';
 const DB_URL = `postgres://statehouse:${DB_PASSWORD}@db.internal:5432/statehouse`;
 
 /** The ConfigError `env` produces; fails the test when loadConfig accepts it. */
+/** A temporary directory for the describe block's files: made before its tests, removed after. */
+function onTempDir(made: (dir: string) => void): void {
+  let dir: string | undefined;
+  beforeAll(() => {
+    dir = mkdtempSync(join(tmpdir(), 'statehouse-config-'));
+    made(dir);
+  });
+  afterAll(() => {
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+}
+
 function configError(env: Record<string, string | undefined>): ConfigError {
   try {
     loadConfig(env);
@@ -256,12 +268,7 @@ describe('DATABASE_URL secrecy', () => {
 
 describe('bootstrap token', () => {
   let dir: string;
-  beforeAll(() => {
-    dir = mkdtempSync(join(tmpdir(), 'statehouse-config-'));
-  });
-  afterAll(() => {
-    rmSync(dir, { recursive: true, force: true });
-  });
+  onTempDir((d) => (dir = d));
 
   it('accepts a token of exactly 32 characters', () => {
     expect(loadConfig({ STATEHOUSE_BOOTSTRAP_TOKEN: TOKEN }).bootstrapToken?.reveal()).toBe(TOKEN);
@@ -313,12 +320,7 @@ describe('bootstrap token', () => {
 
 describe('metrics token', () => {
   let dir: string;
-  beforeAll(() => {
-    dir = mkdtempSync(join(tmpdir(), 'statehouse-config-'));
-  });
-  afterAll(() => {
-    rmSync(dir, { recursive: true, force: true });
-  });
+  onTempDir((d) => (dir = d));
 
   it('is unset by default: /metrics is public', () => {
     expect(loadConfig({}).metricsToken).toBeUndefined();

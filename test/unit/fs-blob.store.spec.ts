@@ -8,6 +8,7 @@ import { FsBlobStore } from '../../src/storage/fs-blob.store';
 import {
   MiB,
   describeBlobStoreContract,
+  expectKeyRefused,
   expectNoBlob,
   patternBody,
   readAll,
@@ -122,14 +123,7 @@ describe('FsBlobStore', () => {
     'ü',
     '.tmp/x',
     '.tmp',
-  ])('refuses the bad key %j', async (key) => {
-    await expect(store.put(key, Readable.from([Buffer.from('x')]))).rejects.toThrow(
-      /invalid blob key/,
-    );
-    await expect(store.get(key)).rejects.toThrow(/invalid blob key/);
-    await expect(store.stat(key)).rejects.toThrow(/invalid blob key/);
-    await expect(store.delete(key)).rejects.toThrow(/invalid blob key/);
-  });
+  ])('refuses the bad key %j', (key) => expectKeyRefused(store, key));
 
   it('accepts dots inside segments, which are not traversal', () => {
     expect(() => assertBlobKey('a/.b/c..d/...')).not.toThrow();

@@ -1,6 +1,7 @@
-import { DomainError, HeldLock } from '../../src/common/errors';
+import { HeldLock } from '../../src/common/errors';
 import { assertMayWrite, assertNotLockedByOther } from '../../src/state/locks/lock-authority';
 import { lockIdFromBody, parseLockInfo } from '../../src/state/locks/lock-info';
+import { thrown } from '../support/services';
 
 const ALICE = 'user:alice';
 const BOB = 'token:ci-pipeline';
@@ -12,17 +13,6 @@ const HOLDER: HeldLock = {
   principal: ALICE,
   createdAt: new Date('2025-01-01T00:00:00Z'),
 };
-
-/** The DomainError `fn` throws; fails the test when it returns. */
-function thrown(fn: () => unknown): DomainError {
-  try {
-    fn();
-  } catch (e) {
-    expect(e).toBeInstanceOf(DomainError);
-    return e as DomainError;
-  }
-  throw new Error('expected a DomainError');
-}
 
 const body = (text: string): Buffer => Buffer.from(text, 'utf8');
 

@@ -1,4 +1,3 @@
-import { DomainError } from '../../src/common/errors';
 import {
   assertUnitName,
   assertWorkspace,
@@ -9,17 +8,7 @@ import {
   unitNameProblem,
   workspaceProblem,
 } from '../../src/common/names';
-
-/** The DomainError `fn` throws; fails the test when it returns. */
-function thrown(fn: () => unknown): DomainError {
-  try {
-    fn();
-  } catch (e) {
-    expect(e).toBeInstanceOf(DomainError);
-    return e as DomainError;
-  }
-  throw new Error('expected a DomainError');
-}
+import { thrown } from '../support/services';
 
 /** A valid unit name of exactly `length` characters, in 9-character segments. */
 function nameOfLength(length: number): string {

@@ -1,24 +1,12 @@
 import type { Command } from 'commander';
 import type { Me, ProcessCredentials } from '../api-types';
-import { ApiClient, ApiError, Authenticator } from '../client';
+import { ApiClient, ApiError } from '../client';
 import { CredentialStore } from '../credentials';
 import { CliError, UsageError } from '../errors';
 import { browserLogin } from '../login';
 import { note, out, printJson } from '../output';
 import { handled } from '../run';
-import { clientFor, loginFromTokenResponse, serverOf } from '../session';
-
-/** A token given directly (the one just obtained or typed), with no refresh. */
-class GivenToken implements Authenticator {
-  readonly hint = '';
-  constructor(private readonly token: string) {}
-  header(): Promise<string> {
-    return Promise.resolve(`Bearer ${this.token}`);
-  }
-  recover(): Promise<boolean> {
-    return Promise.resolve(false);
-  }
-}
+import { clientFor, GivenTokenAuth, loginFromTokenResponse, serverOf } from '../session';
 
 function describeMe(me: Me): string {
   return `${me.subject}${me.email ? ` (${me.email})` : ''}`;
@@ -44,7 +32,7 @@ async function login(opts: LoginOptions, cmd: Command): Promise<void> {
     if (!token) throw new UsageError('--token needs a token (or "-" to read it from stdin)');
     let me: Me;
     try {
-      me = await new ApiClient(server, new GivenToken(token)).json<Me>('GET', '/v1/auth/me', {
+      me = await new ApiClient(server, new GivenTokenAuth(token)).json<Me>('GET', '/v1/auth/me', {
         timeoutMs: 30_000,
       });
     } catch (e) {
@@ -66,7 +54,7 @@ async function login(opts: LoginOptions, cmd: Command): Promise<void> {
   });
   const entry = loginFromTokenResponse(tokens);
   await store.set(server, entry);
-  const me = await new ApiClient(server, new GivenToken(entry.access_token)).json<Me>(
+  const me = await new ApiClient(server, new GivenTokenAuth(entry.access_token)).json<Me>(
     'GET',
     '/v1/auth/me',
     { timeoutMs: 30_000 },
