@@ -64,7 +64,7 @@ export class BackendController {
 
     if (method === 'LOCK' || (lockUrl && (method === 'POST' || method === 'PUT'))) {
       const body = await readSmallBody(req, MAX_LOCK_INFO_BYTES);
-      const held = await this.locks.acquire(addr, principal, body, {
+      const held = await this.locks.acquire(principal, addr, body, {
         generateId: false,
         door: 'http',
       });
@@ -75,8 +75,8 @@ export class BackendController {
       const body = await readSmallBody(req, MAX_LOCK_INFO_BYTES);
       const id = lockIdFromBody(body);
       // `terraform force-unlock` sends an empty body: it cannot prove it holds the lock.
-      if (id === undefined) await this.locks.forceUnlock(addr, principal, 'http');
-      else await this.locks.release(addr, principal, id, 'http');
+      if (id === undefined) await this.locks.forceUnlock(principal, addr, 'http');
+      else await this.locks.release(principal, addr, id, 'http');
       res.status(200).end();
       return;
     }

@@ -67,7 +67,7 @@ export class ReplayGuardService implements OnModuleInit, BeforeApplicationShutdo
   }
 
   /** The guard of a verified request; undefined for reads (GET, HEAD), which change nothing. */
-  guardFor(method: string, signing: SigningContext, principal: Principal): ReplayGuard | undefined {
+  guardFor(principal: Principal, method: string, signing: SigningContext): ReplayGuard | undefined {
     if (!GUARDED_METHODS.has(method.toUpperCase())) return undefined;
     const key = createHash('sha256').update(signing.seedSignature).digest('hex');
     const expiresAt = new Date(signing.validUntil);

@@ -190,7 +190,7 @@ export class S3ObjectsService implements OnApplicationBootstrap {
   ): Promise<S3Reply> {
     const { kind, addr } = resolveObject(key, this.config.s3Door.workspacePrefixes);
     if (kind === 'lock') {
-      const lock = await this.locks.holder(addr, principal);
+      const lock = await this.locks.holder(principal, addr);
       const body = Buffer.from(lock.infoJson, 'utf8');
       return {
         status: 200,
@@ -260,7 +260,7 @@ export class S3ObjectsService implements OnApplicationBootstrap {
       // Terraform sends If-None-Match: * — a lock is only ever created, never overwritten, and
       // the locks module's insert-if-absent is what decides (412 when someone holds it).
       const info = await readAllLimited(body.stream, MAX_LOCK_INFO_BYTES, 'the lock object');
-      await this.locks.acquire(addr, principal, info, {
+      await this.locks.acquire(principal, addr, info, {
         generateId: false,
         door: 's3',
         inTransaction: guard?.claim,
@@ -309,7 +309,7 @@ export class S3ObjectsService implements OnApplicationBootstrap {
     if (kind === 'lock') {
       // Terraform compares the lock's ID itself, then deletes unconditionally; a client that
       // sends If-Match gets the check done here, in the release's transaction.
-      await this.locks.unlockAsPrincipal(addr, principal, 's3', {
+      await this.locks.unlockAsPrincipal(principal, addr, 's3', {
         inTransaction: guard?.claim,
         precondition:
           ifMatch === undefined

@@ -42,7 +42,7 @@ export class S3Controller {
     this.s3.assertPathStyle(req.headers.host);
     const caller = await this.auth.authenticate(req, target);
     // Every signed write is accepted once (see ReplayGuardService).
-    const guard = this.replay.guardFor(req.method, caller.signing, caller.principal);
+    const guard = this.replay.guardFor(caller.principal, req.method, caller.signing);
     let reply: S3Reply;
     try {
       reply = await this.dispatch(caller, target, req, guard);

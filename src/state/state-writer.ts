@@ -261,7 +261,7 @@ export class StateWriter {
       }),
       async (m) => {
         const unit = await this.liveUnit(m, addr.unit);
-        const state = await this.lockUnlockedState(m, unit, addr, principal, lockId);
+        const state = await this.lockUnlockedState(m, principal, unit, addr, lockId);
         if (state.deleted_at || !state.current_version_id)
           throw stateNotFound(addr.unit, addr.workspace);
         options.precondition?.(await this.currentOf(m, state));
@@ -312,7 +312,7 @@ export class StateWriter {
         if (unit.deleted_at) {
           throw new DomainError('unit_deleted', `unit ${addr.unit} is deleted; undelete it first`);
         }
-        const state = await this.lockUnlockedState(m, unit, addr, principal, lockId);
+        const state = await this.lockUnlockedState(m, principal, unit, addr, lockId);
         const source = await this.repo.findVersion(m, state.id, n);
         if (!source) throw versionNotFound(addr, n);
         const current = await this.currentOf(m, state);
@@ -383,9 +383,9 @@ export class StateWriter {
    */
   private async lockUnlockedState(
     m: EntityManager,
+    principal: Principal,
     unit: UnitRow,
     addr: StateAddress,
-    principal: Principal,
     lockId: string | undefined,
   ): Promise<StateRow> {
     const found = await this.repo.findState(m, unit.id, addr.workspace);

@@ -230,8 +230,8 @@ describe(`authorization edges (${ON_POSTGRES ? 'PostgreSQL' : 'embedded PGlite'}
       unit = unique('team-d/app');
       await seedUnit(unit);
       await s.locks.acquire(
-        { unit, workspace: 'prod' },
         svc('pipeline'),
+        { unit, workspace: 'prod' },
         Buffer.from('{"ID":"prod-lock","Who":"ci@runner-7"}'),
         { generateId: false },
       );

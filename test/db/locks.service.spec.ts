@@ -38,30 +38,30 @@ describe('lock authority on a real database', () => {
   });
 
   it('acquire on a unit that does not exist creates it, and stores the LockInfo as sent', async () => {
-    const held = await s.locks.acquire(addr(), ALICE, info('L1', 'alice'), { generateId: false });
+    const held = await s.locks.acquire(ALICE, addr(), info('L1', 'alice'), { generateId: false });
     expect(held.infoJson).toBe(info('L1', 'alice').toString());
     expect((await s.units.getUnit(ADMIN, unit)).workspaces[0]).toMatchObject({
       workspace: 'default',
       locked: true,
     });
-    const view = await s.locks.get(addr(), ADMIN);
+    const view = await s.locks.get(ADMIN, addr());
     expect(view).toMatchObject({ id: 'L1', principal: 'user:alice', info: { Who: 'alice' } });
   });
 
   it('a retry by the same principal with the same ID succeeds again', async () => {
-    await s.locks.acquire(addr(), ALICE, info('L1'), { generateId: false });
-    const again = await s.locks.acquire(addr(), ALICE, info('L1'), { generateId: false });
+    await s.locks.acquire(ALICE, addr(), info('L1'), { generateId: false });
+    const again = await s.locks.acquire(ALICE, addr(), info('L1'), { generateId: false });
     expect(again.id).toBe('L1');
   });
 
   it('a second acquire with another ID, or by another principal, is refused with the holder', async () => {
-    await s.locks.acquire(addr(), ALICE, info('L1', 'alice'), { generateId: false });
+    await s.locks.acquire(ALICE, addr(), info('L1', 'alice'), { generateId: false });
     for (const [who, id] of [
       [ALICE, 'L2'],
       [BOB, 'L1'],
       [BOB, 'L3'],
     ] as [Principal, string][]) {
-      const e = await failure(s.locks.acquire(addr(), who, info(id), { generateId: false }));
+      const e = await failure(s.locks.acquire(who, addr(), info(id), { generateId: false }));
       expect(e.code).toBe('lock_conflict');
       expect(e.lock?.infoJson).toBe(info('L1', 'alice').toString());
       expect(e.lock?.principal).toBe('user:alice');
@@ -69,7 +69,7 @@ describe('lock authority on a real database', () => {
   });
 
   it('generates an ID for the API when the LockInfo has none', async () => {
-    const held = await s.locks.acquire(addr(), ALICE, Buffer.from('{"Who":"api"}'), {
+    const held = await s.locks.acquire(ALICE, addr(), Buffer.from('{"Who":"api"}'), {
       generateId: true,
     });
     expect(held.id).toMatch(/^[0-9a-f-]{36}$/);
@@ -77,36 +77,36 @@ describe('lock authority on a real database', () => {
   });
 
   it('release by the holder frees the lock; a retried release still answers success', async () => {
-    await s.locks.acquire(addr(), ALICE, info('L1'), { generateId: false });
-    await s.locks.release(addr(), ALICE, 'L1');
-    await s.locks.release(addr(), ALICE, 'L1');
-    expect((await failure(s.locks.get(addr(), ADMIN))).code).toBe('lock_not_found');
-    await s.locks.acquire(addr(), BOB, info('L2'), { generateId: false });
+    await s.locks.acquire(ALICE, addr(), info('L1'), { generateId: false });
+    await s.locks.release(ALICE, addr(), 'L1');
+    await s.locks.release(ALICE, addr(), 'L1');
+    expect((await failure(s.locks.get(ADMIN, addr()))).code).toBe('lock_not_found');
+    await s.locks.acquire(BOB, addr(), info('L2'), { generateId: false });
   });
 
   it('release with the wrong ID is a mismatch naming the holder; by another principal it is refused', async () => {
-    await s.locks.acquire(addr(), ALICE, info('L1'), { generateId: false });
-    const wrongId = await failure(s.locks.release(addr(), ALICE, 'nope'));
+    await s.locks.acquire(ALICE, addr(), info('L1'), { generateId: false });
+    const wrongId = await failure(s.locks.release(ALICE, addr(), 'nope'));
     expect(wrongId.code).toBe('lock_mismatch');
     expect(wrongId.lock?.id).toBe('L1');
-    const other = await failure(s.locks.release(addr(), BOB, 'L1'));
+    const other = await failure(s.locks.release(BOB, addr(), 'L1'));
     expect(other.code).toBe('locked');
-    expect((await s.locks.get(addr(), ADMIN)).id).toBe('L1');
+    expect((await s.locks.get(ADMIN, addr())).id).toBe('L1');
   });
 
   it('releasing a lock that is not held (and was not just released by the caller) is refused', async () => {
-    expect((await failure(s.locks.release(addr(), ALICE, 'never'))).code).toBe('lock_not_held');
-    await s.locks.acquire(addr(), ALICE, info('L1'), { generateId: false });
-    await s.locks.forceUnlock(addr(), ADMIN, 'api');
+    expect((await failure(s.locks.release(ALICE, addr(), 'never'))).code).toBe('lock_not_held');
+    await s.locks.acquire(ALICE, addr(), info('L1'), { generateId: false });
+    await s.locks.forceUnlock(ADMIN, addr(), 'api');
     // Alice's lock was force-unlocked: her release must not pretend it was hers to release.
-    expect((await failure(s.locks.release(addr(), ALICE, 'L1'))).code).toBe('lock_not_held');
+    expect((await failure(s.locks.release(ALICE, addr(), 'L1'))).code).toBe('lock_not_held');
   });
 
   it('force-unlock needs unit.force-unlock, removes any lock and is audited either way', async () => {
-    await s.locks.acquire(addr(), ALICE, info('L1'), { generateId: false });
-    expect((await failure(s.locks.forceUnlock(addr(), BOB, 'http'))).code).toBe('forbidden');
-    expect((await s.locks.get(addr(), ADMIN)).id).toBe('L1');
-    const removed = await s.locks.forceUnlock(addr(), ADMIN, 'http');
+    await s.locks.acquire(ALICE, addr(), info('L1'), { generateId: false });
+    expect((await failure(s.locks.forceUnlock(BOB, addr(), 'http'))).code).toBe('forbidden');
+    expect((await s.locks.get(ADMIN, addr())).id).toBe('L1');
+    const removed = await s.locks.forceUnlock(ADMIN, addr(), 'http');
     expect(removed?.id).toBe('L1');
     const events = s.audit.events.filter((e) => e.type === 'lock.force_unlock');
     expect(events.map((e) => e.outcome)).toEqual(['denied', 'success']);
@@ -125,7 +125,7 @@ describe('lock authority on a real database', () => {
 
     it('the holder writes with its lock ID; without it, with another ID, or as another principal it is refused', async () => {
       await write(ALICE, 1);
-      await s.locks.acquire(addr(), ALICE, info('L1'), { generateId: false });
+      await s.locks.acquire(ALICE, addr(), info('L1'), { generateId: false });
       expect((await failure(write(ALICE, 2))).code).toBe('locked');
       expect((await failure(write(ALICE, 2, 'L9'))).code).toBe('lock_mismatch');
       const other = await failure(write(BOB, 2, 'L1'));
@@ -135,14 +135,14 @@ describe('lock authority on a real database', () => {
     });
 
     it('a write naming a lock that is no longer held is refused', async () => {
-      await s.locks.acquire(addr(), ALICE, info('L1'), { generateId: false });
-      await s.locks.release(addr(), ALICE, 'L1');
+      await s.locks.acquire(ALICE, addr(), info('L1'), { generateId: false });
+      await s.locks.release(ALICE, addr(), 'L1');
       expect((await failure(write(ALICE, 1, 'L1'))).code).toBe('lock_not_held');
       expect((await failure(s.reader.current(ADMIN, addr()))).code).toBe('state_not_found');
     });
 
     it('the S3 door, which cannot send an ID, is decided by the principal', async () => {
-      await s.locks.acquire(addr(), ALICE, info('L1'), { generateId: false });
+      await s.locks.acquire(ALICE, addr(), info('L1'), { generateId: false });
       const s3 = (p: Principal) =>
         s.writer.write({ ...addr(), principal: p, door: 's3', body: body(tfState(1)) });
       expect((await failure(s3(BOB))).code).toBe('locked');
@@ -151,7 +151,7 @@ describe('lock authority on a real database', () => {
   });
 
   it('lists held locks with their age', async () => {
-    await s.locks.acquire(addr(), ALICE, info('L1'), { generateId: false });
+    await s.locks.acquire(ALICE, addr(), info('L1'), { generateId: false });
     const mine = (await s.locks.list(ADMIN)).find((l) => l.unit === unit);
     expect(mine).toMatchObject({ id: 'L1', workspace: 'default', principal: 'user:alice' });
     expect(mine?.ageSeconds).toBeGreaterThanOrEqual(0);
@@ -160,7 +160,7 @@ describe('lock authority on a real database', () => {
   it('a lock on a soft-deleted unit brings the unit back', async () => {
     await s.units.createUnit(ADMIN, unit);
     await s.units.deleteUnit(ADMIN, unit, 'api');
-    await s.locks.acquire(addr(), ALICE, info('L1'), { generateId: false });
+    await s.locks.acquire(ALICE, addr(), info('L1'), { generateId: false });
     expect((await s.units.getUnit(ADMIN, unit)).deletedAt).toBeNull();
   });
 
@@ -174,7 +174,7 @@ describe('lock authority on a real database', () => {
       const attempts = Array.from({ length: 24 }, (_, i) => {
         const svc = services[i % services.length];
         const who: Principal = { subject: `user:racer-${i}`, kind: 'user', via: 'access-token' };
-        return svc.locks.acquire(target, who, info(`R${round}-${i}`), { generateId: false });
+        return svc.locks.acquire(who, target, info(`R${round}-${i}`), { generateId: false });
       });
       const results = await Promise.allSettled(attempts);
       const winners = results.filter((r) => r.status === 'fulfilled');
@@ -183,7 +183,7 @@ describe('lock authority on a real database', () => {
       );
       expect(winners).toHaveLength(1);
       expect(losers).toHaveLength(23);
-      const holder = await s.locks.get(target, ADMIN);
+      const holder = await s.locks.get(ADMIN, target);
       expect(holder.id).toBe((winners[0] as PromiseFulfilledResult<{ id: string }>).value.id);
     }
   });
@@ -202,9 +202,9 @@ describe('lock authority on a real database', () => {
         for (let i = 0; i < 15; i++) {
           const id = `C${w}-${i}`;
           try {
-            await svc.locks.acquire(target, who, info(id), { generateId: false });
+            await svc.locks.acquire(who, target, info(id), { generateId: false });
             held++;
-            await svc.locks.release(target, who, id);
+            await svc.locks.release(who, target, id);
           } catch (e) {
             if (!(e instanceof DomainError && e.code === 'lock_conflict')) unexpected.push(e);
           }
@@ -213,6 +213,6 @@ describe('lock authority on a real database', () => {
     );
     expect(unexpected).toEqual([]);
     expect(held).toBeGreaterThan(0);
-    expect((await failure(s.locks.get(target, ADMIN))).code).toBe('lock_not_found');
+    expect((await failure(s.locks.get(ADMIN, target))).code).toBe('lock_not_found');
   });
 });

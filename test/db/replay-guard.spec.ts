@@ -36,67 +36,67 @@ describe('replay guard on a real database', () => {
   });
 
   const guardOf = (ctx: SigningContext, method = 'PUT', who: Principal = ALICE) => {
-    const g = guards.guardFor(method, ctx, who);
+    const g = guards.guardFor(who, method, ctx);
     if (!g) throw new Error('no guard');
     return g;
   };
 
   it('reads are not guarded; writes are', () => {
-    expect(guards.guardFor('GET', signing(), ALICE)).toBeUndefined();
-    expect(guards.guardFor('HEAD', signing(), ALICE)).toBeUndefined();
+    expect(guards.guardFor(ALICE, 'GET', signing())).toBeUndefined();
+    expect(guards.guardFor(ALICE, 'HEAD', signing())).toBeUndefined();
     for (const m of ['PUT', 'POST', 'DELETE'])
-      expect(guards.guardFor(m, signing(), ALICE)).toBeDefined();
+      expect(guards.guardFor(ALICE, m, signing())).toBeDefined();
   });
 
   it('a signature claimed by a committed lock acquire cannot be claimed again', async () => {
     const ctx = signing();
-    await s.locks.acquire(addr(), ALICE, info('a'), {
+    await s.locks.acquire(ALICE, addr(), info('a'), {
       generateId: false,
       inTransaction: guardOf(ctx).claim,
     });
-    await s.locks.unlockAsPrincipal(addr(), ALICE, 's3');
+    await s.locks.unlockAsPrincipal(ALICE, addr(), 's3');
     await expect(
-      s.locks.acquire(addr(), ALICE, info('a'), {
+      s.locks.acquire(ALICE, addr(), info('a'), {
         generateId: false,
         inTransaction: guardOf(ctx).claim,
       }),
     ).rejects.toBeInstanceOf(ReplayedRequestError);
     // The refused replay took no lock.
-    await expect(s.locks.holder(addr(), ALICE)).rejects.toMatchObject({ code: 'lock_not_found' });
+    await expect(s.locks.holder(ALICE, addr())).rejects.toMatchObject({ code: 'lock_not_found' });
   });
 
   it('an operation that fails after the claim rolls the claim back: the same request can be sent again', async () => {
-    await s.locks.acquire(addr(), BOB, info('bob'), { generateId: false });
+    await s.locks.acquire(BOB, addr(), info('bob'), { generateId: false });
     const ctx = signing();
     await expect(
-      s.locks.acquire(addr(), ALICE, info('a'), {
+      s.locks.acquire(ALICE, addr(), info('a'), {
         generateId: false,
         inTransaction: guardOf(ctx).claim,
       }),
     ).rejects.toMatchObject({ code: 'lock_conflict' });
-    await s.locks.unlockAsPrincipal(addr(), BOB, 's3');
+    await s.locks.unlockAsPrincipal(BOB, addr(), 's3');
     // Not burnt by the failed attempt: the identical request now succeeds (once).
-    await s.locks.acquire(addr(), ALICE, info('a'), {
+    await s.locks.acquire(ALICE, addr(), info('a'), {
       generateId: false,
       inTransaction: guardOf(ctx).claim,
     });
-    expect((await s.locks.holder(addr(), ALICE)).id).toBe('a');
+    expect((await s.locks.holder(ALICE, addr())).id).toBe('a');
   });
 
   it('a release when no lock is held records nothing; claimAfterRefusal records on its own', async () => {
     const ctx = signing();
     expect(
-      await s.locks.unlockAsPrincipal(addr(), ALICE, 's3', {
+      await s.locks.unlockAsPrincipal(ALICE, addr(), 's3', {
         inTransaction: guardOf(ctx, 'DELETE').claim,
       }),
     ).toBe(false);
     const again = guardOf(ctx, 'DELETE');
     await again.claimAfterRefusal();
-    await s.locks.acquire(addr(), ALICE, info('a'), { generateId: false });
+    await s.locks.acquire(ALICE, addr(), info('a'), { generateId: false });
     await expect(
-      s.locks.unlockAsPrincipal(addr(), ALICE, 's3', { inTransaction: again.claim }),
+      s.locks.unlockAsPrincipal(ALICE, addr(), 's3', { inTransaction: again.claim }),
     ).rejects.toBeInstanceOf(ReplayedRequestError);
-    expect((await s.locks.holder(addr(), ALICE)).id).toBe('a');
+    expect((await s.locks.holder(ALICE, addr())).id).toBe('a');
   });
 
   it('expired records are swept (with a margin for other replicas’ clocks); live ones stay', async () => {
@@ -126,7 +126,7 @@ describe('replay guard on a real database', () => {
       const otherGuards = new ReplayGuardService(new UsedSignatureRepository(other), s.audit);
       for (let i = 0; i < 10; i++) {
         const ctx = signing();
-        const elsewhere = otherGuards.guardFor('PUT', ctx, ALICE);
+        const elsewhere = otherGuards.guardFor(ALICE, 'PUT', ctx);
         const results = await Promise.allSettled([
           db.dataSource.transaction((m) => guardOf(ctx).claim(m)),
           other.transaction((m) => (elsewhere ? elsewhere.claim(m) : Promise.resolve())),

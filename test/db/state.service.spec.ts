@@ -174,8 +174,8 @@ describe('state service on a real database', () => {
       await write(tfState(1));
       await write(tfState(2));
       await s.locks.acquire(
-        { unit, workspace: ws },
         BOB,
+        { unit, workspace: ws },
         Buffer.from('{"ID":"bob-lock","Who":"bob"}'),
         { generateId: false },
       );
@@ -239,7 +239,7 @@ describe('state service on a real database', () => {
 
     it('refuses to delete a unit while it is locked, answering with the holder', async () => {
       await write(tfState(1));
-      await s.locks.acquire({ unit, workspace: ws }, BOB, Buffer.from('{"ID":"L1"}'), {
+      await s.locks.acquire(BOB, { unit, workspace: ws }, Buffer.from('{"ID":"L1"}'), {
         generateId: false,
       });
       const err = await s.units.deleteUnit(ADMIN, unit, 'api').catch((e: DomainError) => e);

@@ -202,8 +202,8 @@ describe('the transaction kernel: retried on deadlock and serialization failure,
           { effect: 'allow', actions: ['unit.read'], resources: [`${unit}`], workspaces: null },
         ]);
         const held = await s.locks.acquire(
-          addr,
           ALICE,
+          addr,
           Buffer.from(
             '{"ID":"R1","Operation":"OperationTypeApply","Info":"","Who":"a","Version":"1.11.4","Created":"2026-11-30T00:00:00Z","Path":""}',
           ),
@@ -216,7 +216,7 @@ describe('the transaction kernel: retried on deadlock and serialization failure,
           lockId: held.id,
           body: body(tfState(1)),
         });
-        await s.locks.unlockAsPrincipal(addr, ALICE, 'api');
+        await s.locks.unlockAsPrincipal(ALICE, addr, 'api');
       } finally {
         faults.restore();
       }

@@ -65,7 +65,7 @@ export class LocksController {
     @Query() q: WorkspaceQuery,
     @CurrentPrincipal() p: Principal,
   ): Promise<LockView> {
-    return this.locks.get({ unit: name, workspace: assertWorkspace(q.workspace) }, p);
+    return this.locks.get(p, { unit: name, workspace: assertWorkspace(q.workspace) });
   }
 
   @Post('units/:name/lock')
@@ -95,7 +95,7 @@ export class LocksController {
   ): Promise<LockView> {
     const workspace = assertWorkspace(q.workspace);
     const body = await readSmallBody(req, MAX_LOCK_INFO_BYTES);
-    const held = await this.locks.acquire({ unit: name, workspace }, p, body, {
+    const held = await this.locks.acquire(p, { unit: name, workspace }, body, {
       generateId: true,
       door: 'api',
     });
@@ -115,7 +115,7 @@ export class LocksController {
     @Query() q: ReleaseQuery,
     @CurrentPrincipal() p: Principal,
   ): Promise<void> {
-    await this.locks.release({ unit: name, workspace: assertWorkspace(q.workspace) }, p, q.id);
+    await this.locks.release(p, { unit: name, workspace: assertWorkspace(q.workspace) }, q.id);
   }
 
   @Post('units/:name/force-unlock')
@@ -129,7 +129,7 @@ export class LocksController {
     @CurrentPrincipal() p: Principal,
   ): Promise<ForceUnlockResult> {
     const workspace = assertWorkspace(q.workspace);
-    const removed = await this.locks.forceUnlock({ unit: name, workspace }, p, 'api');
+    const removed = await this.locks.forceUnlock(p, { unit: name, workspace }, 'api');
     return {
       released: removed !== undefined,
       lock: removed ? lockView(name, workspace, removed) : null,

@@ -41,8 +41,8 @@ export class LocksService {
   ) {}
 
   async acquire(
-    addr: StateAddress,
     principal: Principal,
+    addr: StateAddress,
     body: Buffer,
     options: {
       generateId: boolean;
@@ -62,7 +62,7 @@ export class LocksService {
     let acquired = false;
     const held = await this.repo.transaction(async (m) => {
       acquired = false; // the transaction may run again
-      const stateId = await this.ensureStateForLock(m, addr, principal);
+      const stateId = await this.ensureStateForLock(m, principal, addr);
       // A concurrent release can empty the row between our insert and our look; try again.
       for (let attempt = 0; attempt < 5; attempt++) {
         const won = await this.locks.tryInsert(m, stateId, id, infoJson, principal.subject);
@@ -98,8 +98,8 @@ export class LocksService {
   }
 
   async release(
-    addr: StateAddress,
     principal: Principal,
+    addr: StateAddress,
     lockId: string,
     door: Door = 'api',
   ): Promise<void> {
@@ -108,7 +108,7 @@ export class LocksService {
     await this.repo.transaction(async (m) => {
       const state = await this.findStateRow(m, addr, true);
       if (state && (await this.locks.deleteIfHeldBy(m, state.id, lockId, principal.subject))) {
-        await this.released(m, addr, state.id, lockId, principal, door);
+        await this.released(m, principal, addr, state.id, lockId, door);
         return;
       }
       const holder = state ? await this.locks.holderOf(m, state.id) : null;
@@ -144,8 +144,8 @@ export class LocksService {
    * one: releasing a lock nobody holds changes nothing and is not recorded.
    */
   async unlockAsPrincipal(
-    addr: StateAddress,
     principal: Principal,
+    addr: StateAddress,
     door: Door,
     options: UnlockOptions = {},
   ): Promise<boolean> {
@@ -159,7 +159,7 @@ export class LocksService {
       if (holder.principal !== principal.subject) return 'other' as const;
       await options.inTransaction?.(m);
       await this.locks.deleteIfHeldBy(m, state.id, holder.id, principal.subject);
-      await this.released(m, addr, state.id, holder.id, principal, door);
+      await this.released(m, principal, addr, state.id, holder.id, door);
       return 'released' as const;
     });
     switch (outcome) {
@@ -168,17 +168,17 @@ export class LocksService {
       case 'released':
         return true;
       case 'other':
-        return (await this.forceUnlock(addr, principal, door, options)) !== undefined;
+        return (await this.forceUnlock(principal, addr, door, options)) !== undefined;
     }
   }
 
   /** After its holder's release: remembered on the state (for a retried release) and audited. */
   private async released(
     m: EntityManager,
+    principal: Principal,
     addr: StateAddress,
     stateId: string,
     lockId: string,
-    principal: Principal,
     door: Door,
   ): Promise<void> {
     await this.repo.recordReleasedLock(m, stateId, lockId, principal.subject);
@@ -195,8 +195,8 @@ export class LocksService {
 
   /** Removes any lock; needs `unit.force-unlock`; always audited. Undefined when none was held. */
   async forceUnlock(
-    addr: StateAddress,
     principal: Principal,
+    addr: StateAddress,
     door: Door,
     options: UnlockOptions = {},
   ): Promise<HeldLock | undefined> {
@@ -241,7 +241,7 @@ export class LocksService {
   }
 
   /** The held lock with its LockInfo exactly as sent (`lock_not_found` when unlocked). */
-  async holder(addr: StateAddress, principal: Principal): Promise<HeldLock> {
+  async holder(principal: Principal, addr: StateAddress): Promise<HeldLock> {
     assertUnitName(addr.unit);
     await this.authz.authorize(principal, 'unit.read', addr);
     const holder = await this.repo.transaction(async (m) => {
@@ -257,8 +257,8 @@ export class LocksService {
     return holder;
   }
 
-  async get(addr: StateAddress, principal: Principal): Promise<LockView> {
-    return lockView(addr.unit, addr.workspace, await this.holder(addr, principal));
+  async get(principal: Principal, addr: StateAddress): Promise<LockView> {
+    return lockView(addr.unit, addr.workspace, await this.holder(principal, addr));
   }
 
   /** How many locks are held, and the oldest one's age: for the metrics, so it names nothing. */
@@ -292,8 +292,8 @@ export class LocksService {
    */
   private async ensureStateForLock(
     m: EntityManager,
-    addr: StateAddress,
     principal: Principal,
+    addr: StateAddress,
   ): Promise<string> {
     const { unit } = await this.repo.ensureUnit(m, addr.unit, principal.subject);
     const state = await this.repo.ensureState(m, unit.id, addr.workspace);
