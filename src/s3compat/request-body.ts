@@ -1,6 +1,5 @@
 import type { Request } from 'express';
 import type { Readable, Transform } from 'node:stream';
-import { headerValue } from '../common/raw-body';
 import { AwsChunkedDecoder, AwsChunkedOptions, awsChunkedOptionsFromRequest } from './aws-chunked';
 import {
   BodyVerifier,
@@ -8,7 +7,8 @@ import {
   checksumHeaderName,
   integrityFromHeaders,
 } from './checksums';
-import { decodedBody, headersOf } from './s3-request';
+import { describeS3Request } from './s3-headers';
+import { decodedBody } from './s3-request';
 import type { SigningContext } from './sigv4';
 import { HeaderMap, Result, ok } from './wire';
 
@@ -81,21 +81,16 @@ export function openRequestBody(
   signing: SigningContext,
   md5: boolean,
 ): OpenedRequestBody {
-  const plan = planRequestBody(headersOf(req), signing);
+  const head = describeS3Request(req);
+  const plan = planRequestBody(head.lines, signing);
   if (!plan.ok) throw plan.error;
   const { transforms, verifier } = bodyTransforms({
     ...plan.value,
     integrity: { ...plan.value.integrity, md5 },
   });
-  const decodedLength =
-    headerValue(req.headers['x-amz-decoded-content-length']) ??
-    headerValue(req.headers['content-length']);
   return {
     stream: decodedBody(req, transforms),
     verifier,
-    declaredLength:
-      decodedLength !== undefined && /^\d+$/.test(decodedLength)
-        ? Number(decodedLength)
-        : undefined,
+    declaredLength: head.declaredLength,
   };
 }

@@ -5,7 +5,8 @@ import type { Principal } from '../common/principal';
 import { StsService } from '../auth/sts/sts.service';
 import { TokenRejected } from '../auth/tokens/jwt';
 import { S3Error } from './s3-errors';
-import { headersOf, S3Target } from './s3-request';
+import { describeS3Request } from './s3-headers';
+import type { S3Target } from './s3-request';
 import {
   parseAccessKeyFromRequest,
   parseSigV4,
@@ -54,7 +55,7 @@ export class S3AuthService {
       method: req.method,
       rawPath: target.rawPath,
       rawQuery: target.rawQuery,
-      headers: headersOf(req),
+      headers: describeS3Request(req).lines,
     };
     if (req.headers.authorization === undefined && !target.query.has('X-Amz-Credential')) {
       throw new S3Error(

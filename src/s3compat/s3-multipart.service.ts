@@ -21,6 +21,7 @@ import { resolveObject } from './object-key';
 import type { ReplayGuard } from './replay-guard.service';
 import { openRequestBody } from './request-body';
 import { S3Error } from './s3-errors';
+import { describeS3Request } from './s3-headers';
 import { quoted, S3Reply, sse, xml } from './s3-replies';
 import { isoDate, readAllLimited, s3BaseOf } from './s3-request';
 import { encodeKeyPath } from './s3-uri';
@@ -95,7 +96,7 @@ export class S3MultipartService implements OnModuleInit, BeforeApplicationShutdo
     return xml(
       200,
       `<InitiateMultipartUploadResult xmlns="${S3_NS}">${el('Bucket', bucket)}${el('Key', key)}${el('UploadId', uploadId)}</InitiateMultipartUploadResult>`,
-      sse(req),
+      sse(describeS3Request(req)),
     );
   }
 
@@ -162,7 +163,7 @@ export class S3MultipartService implements OnModuleInit, BeforeApplicationShutdo
       throw e;
     }
     if (replaced) await this.deleteBlobs([replaced]);
-    return { status: 200, headers: { ETag: quoted(md5), ...sse(req) } };
+    return { status: 200, headers: { ETag: quoted(md5), ...sse(describeS3Request(req)) } };
   }
 
   async completeMultipart(
@@ -223,7 +224,7 @@ export class S3MultipartService implements OnModuleInit, BeforeApplicationShutdo
     return xml(
       200,
       `<CompleteMultipartUploadResult xmlns="${S3_NS}">${el('Location', `${s3BaseOf(req)}/${bucket}/${encodeKeyPath(key)}`)}${el('Bucket', bucket)}${el('Key', key)}${el('ETag', etag)}</CompleteMultipartUploadResult>`,
-      sse(req),
+      sse(describeS3Request(req)),
     );
   }
 

@@ -3,7 +3,6 @@ import type { Request } from 'express';
 import { createHash } from 'node:crypto';
 import { DomainError } from '../common/errors';
 import type { Principal } from '../common/principal';
-import { headerValue } from '../common/raw-body';
 import { objectKey } from '../common/s3-keys';
 import { APP_CONFIG, AppConfig } from '../config/config';
 import { MAX_LOCK_INFO_BYTES } from '../state/locks/lock-info';
@@ -25,6 +24,7 @@ import { resolveObject } from './object-key';
 import type { ReplayGuard } from './replay-guard.service';
 import { openRequestBody } from './request-body';
 import { S3Error } from './s3-errors';
+import { describeS3Request, S3RequestHead } from './s3-headers';
 import { quoted, S3Reply, sse, xml } from './s3-replies';
 import { httpDate, isoDate, parseRange, readAllLimited, virtualHostedBucket } from './s3-request';
 import { el, S3_NS } from './s3-xml';
@@ -206,18 +206,18 @@ export class S3ObjectsService implements OnApplicationBootstrap {
     if (headOnly) {
       const v = await this.reader.describeForRead(principal, addr);
       return (
-        conditional(req, v.md5) ?? {
+        conditional(describeS3Request(req), v.md5) ?? {
           status: 200,
           headers: this.stateHeaders(v.md5, v.size, v.createdAt),
         }
       );
     }
-    const rangeHeader = headerValue(req.headers['range']);
+    const rangeHeader = describeS3Request(req).range;
     const opened = await this.reader.openForRead(principal, addr, (size) =>
       parseRange(rangeHeader, size),
     );
     const v = opened.version;
-    const refused = conditional(req, v.md5);
+    const refused = conditional(describeS3Request(req), v.md5);
     if (refused) {
       opened.body.destroy();
       return refused;
@@ -248,7 +248,8 @@ export class S3ObjectsService implements OnApplicationBootstrap {
     signing: SigningContext,
     guard?: ReplayGuard,
   ): Promise<S3Reply> {
-    if (headerValue(req.headers['x-amz-copy-source']) !== undefined) {
+    const head = describeS3Request(req);
+    if (head.copySource !== undefined) {
       throw new S3Error(
         'NotImplemented',
         'CopyObject (PutObject with x-amz-copy-source) is not supported by this server: a state is written whole, with its own bytes, and keeps no metadata of its own to change. rclone copies an object onto itself to set its modification time: run it with --update --use-server-modtime (or --checksum)',
@@ -267,11 +268,10 @@ export class S3ObjectsService implements OnApplicationBootstrap {
       });
       return {
         status: 200,
-        headers: { ETag: quoted(createHash('md5').update(info).digest('hex')), ...sse(req) },
+        headers: { ETag: quoted(createHash('md5').update(info).digest('hex')), ...sse(head) },
       };
     }
-    const ifNoneMatch = headerValue(req.headers['if-none-match']);
-    const ifMatch = headerValue(req.headers['if-match']);
+    const { ifNoneMatch, ifMatch } = head;
     const result = await this.writer.write({
       ...addr,
       principal,
@@ -295,7 +295,7 @@ export class S3ObjectsService implements OnApplicationBootstrap {
         }
       },
     });
-    return { status: 200, headers: { ETag: quoted(result.version.md5), ...sse(req) } };
+    return { status: 200, headers: { ETag: quoted(result.version.md5), ...sse(head) } };
   }
 
   async deleteObject(
@@ -305,7 +305,7 @@ export class S3ObjectsService implements OnApplicationBootstrap {
     guard?: ReplayGuard,
   ): Promise<S3Reply> {
     const { kind, addr } = resolveObject(key, this.config.s3Door.workspacePrefixes);
-    const ifMatch = headerValue(req.headers['if-match']);
+    const { ifMatch } = describeS3Request(req);
     if (kind === 'lock') {
       // Terraform compares the lock's ID itself, then deletes unconditionally; a client that
       // sends If-Match gets the check done here, in the release's transaction.
@@ -362,15 +362,14 @@ function etagMatches(list: string, md5: string | undefined): boolean {
 }
 
 /** S3's conditional GET/HEAD: 412 when If-Match fails, 304 when If-None-Match matches. */
-function conditional(req: Request, md5: string): S3Reply | undefined {
-  const ifMatch = headerValue(req.headers['if-match']);
+function conditional(head: S3RequestHead, md5: string): S3Reply | undefined {
+  const { ifMatch, ifNoneMatch } = head;
   if (ifMatch !== undefined && !etagMatches(ifMatch, md5)) {
     throw new S3Error(
       'PreconditionFailed',
       'At least one of the pre-conditions you specified did not hold',
     );
   }
-  const ifNoneMatch = headerValue(req.headers['if-none-match']);
   if (ifNoneMatch !== undefined && etagMatches(ifNoneMatch, md5)) {
     return { status: 304, headers: { ETag: quoted(md5) } };
   }

@@ -1,6 +1,5 @@
-import type { Request } from 'express';
 import type { Readable } from 'node:stream';
-import { headerValue } from '../common/raw-body';
+import type { S3RequestHead } from './s3-headers';
 import { XML_HEADER } from './s3-xml';
 
 /** What the door sends back. */
@@ -22,7 +21,6 @@ export function xml(status: number, body: string, headers: Record<string, string
 }
 
 /** Echoes a requested server-side encryption: at rest, encryption is the storage's business. */
-export function sse(req: Request): Record<string, string> {
-  const v = headerValue(req.headers['x-amz-server-side-encryption']);
-  return v ? { 'x-amz-server-side-encryption': v } : {};
+export function sse(head: S3RequestHead): Record<string, string> {
+  return head.sse ? { 'x-amz-server-side-encryption': head.sse } : {};
 }

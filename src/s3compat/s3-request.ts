@@ -6,7 +6,6 @@ import { readSmallBody } from '../common/raw-body';
 import { feed } from '../common/streams';
 import { S3Error } from './s3-errors';
 import { decodePathPart, decodeQuery } from './s3-uri';
-import type { HeaderMap } from './wire';
 
 /** Where the S3 door is mounted on the main listener. */
 export const S3_PREFIX = '/s3';
@@ -82,10 +81,6 @@ export function virtualHostedBucket(
     if (isIP(rest) !== 0 || rest === 'localhost' || selfHosts.includes(rest)) return bucket;
   }
   return undefined;
-}
-
-export function headersOf(req: Request): HeaderMap {
-  return req.headersDistinct;
 }
 
 /** Pipes the request through the body transforms (aws-chunked decoding, digest checks). */
