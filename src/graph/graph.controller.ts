@@ -23,6 +23,7 @@ import {
   StaleViewDoc,
   UnitStatusViewDoc,
 } from './dto/graph.dto';
+import { DeclaredEdgesService } from './declared-edges.service';
 import { GraphService } from './graph.service';
 import { EdgeView, GraphView, StaleView, UnitStatusView } from './graph.views';
 
@@ -36,7 +37,10 @@ const CONTENT_TYPES = {
 @ApiBearerAuth()
 @Controller('v1')
 export class GraphController {
-  constructor(private readonly graph: GraphService) {}
+  constructor(
+    private readonly graph: GraphService,
+    private readonly edges: DeclaredEdgesService,
+  ) {}
 
   @Get('graph')
   @ApiOperation({
@@ -78,7 +82,7 @@ export class GraphController {
   @ApiCreatedResponse({ type: EdgeViewDoc })
   @ApiConflictResponse({ description: 'An edge with this name between these states exists' })
   declare(@Body() dto: DeclareEdgeDto, @CurrentPrincipal() p: Principal): Promise<EdgeView> {
-    return this.graph.declare(p, dto);
+    return this.edges.declare(p, dto);
   }
 
   @Delete('graph/edges/:id')
@@ -89,7 +93,7 @@ export class GraphController {
   })
   @ApiNoContentResponse()
   async remove(@Param('id') id: string, @CurrentPrincipal() p: Principal): Promise<void> {
-    await this.graph.remove(p, id);
+    await this.edges.remove(p, id);
   }
 
   @Get('units/:name/status')

@@ -1,3 +1,4 @@
+import { assertUnitName, assertWorkspace } from '../common/names';
 import type { EdgeVerdict, GraphEdge, NodeRef } from './graph-model';
 import type { EdgeRow } from './graph.repository';
 
@@ -111,3 +112,17 @@ export function edgeView(
     recordedAt: e.recordedAt,
   };
 }
+
+/** A state named in a request (the workspace defaults to `default`), checked. */
+export function nodeOf(n: { unit: string; workspace?: string }): NodeRef {
+  return { unit: assertUnitName(n.unit), workspace: assertWorkspace(n.workspace) };
+}
+
+export const producerOf = (r: EdgeRow): NodeRef => ({
+  unit: r.producer_unit,
+  workspace: r.producer_workspace,
+});
+export const consumerOf = (r: EdgeRow): NodeRef => ({
+  unit: r.consumer_unit,
+  workspace: r.consumer_workspace,
+});

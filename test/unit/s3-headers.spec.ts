@@ -30,8 +30,12 @@ async function headOf(lines: string[]): Promise<S3RequestHead> {
     socket.on('end', () => resolve());
     socket.on('error', reject);
   });
+  return lastSeen().head;
+}
+
+function lastSeen(): NonNullable<typeof seen> {
   if (!seen) throw new Error('the server saw no request');
-  return seen.head;
+  return seen;
 }
 
 describe('describeS3Request', () => {
@@ -51,7 +55,7 @@ describe('describeS3Request', () => {
       sse: 'AES256',
       declaredLength: undefined,
     });
-    expect(seen?.again).toBe(head);
+    expect(lastSeen().again).toBe(head);
   });
 
   it('keeps every header line untouched for SigV4 and the body plan', async () => {
