@@ -19,7 +19,13 @@ import { FIXTURES } from '../support/paths';
 import { parseExposition, valueOf } from '../support/metrics';
 import { portIsFree } from '../support/processes';
 import { RawReply, S3Creds, s3Code, sendRaw, signS3 } from '../support/s3-signer';
-import { apiFetch, RunningServer, spawnServer } from '../support/server';
+import {
+  apiFetch,
+  RunningServer,
+  s3CredentialsFor,
+  spawnServer,
+  unitVersions,
+} from '../support/server';
 import { tfStateBytes } from '../support/tf-state';
 
 jest.setTimeout(120_000);
@@ -43,22 +49,6 @@ function tfState(serial: number, lineage: string, pad = ''): Buffer {
 
 const api = (path: string, init?: RequestInit): Promise<Response> => apiFetch(server, path, init);
 
-async function credentialsFor(subject: string): Promise<S3Creds> {
-  const token = await api('/v1/auth/tokens', {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ name: subject, subject }),
-  });
-  expect(token.status).toBe(201);
-  const secret = ((await token.json()) as { token: string }).token;
-  const issued = await fetch(`${server.url}/v1/auth/issue-s3-creds`, {
-    method: 'POST',
-    headers: { Authorization: `Bearer ${secret}` },
-  });
-  expect(issued.status).toBe(200);
-  return (await issued.json()) as S3Creds;
-}
-
 type Signed = Parameters<typeof signS3>[2];
 
 /** Signs (with a per-call id, as SDKs do) and sends to `port`. */
@@ -77,12 +67,7 @@ const atRoot = (r: Signed) => s3(server.s3Port as number, { base: '', ...r });
 /** Under /s3 on the main listener. */
 const atMain = (r: Signed) => s3(server.port, r);
 
-async function versions(unit: string): Promise<number[] | 'no unit'> {
-  const r = await api(`/v1/units/${encodeURIComponent(unit)}/versions`);
-  if (r.status === 404) return 'no unit';
-  expect(r.status).toBe(200);
-  return ((await r.json()) as { items: { version: number }[] }).items.map((v) => v.version);
-}
+const versions = (unit: string): Promise<number[] | 'no unit'> => unitVersions(server, unit);
 
 function expectS3Error(r: RawReply, status: number, code: string): string {
   expect({ status: r.status, code: s3Code(r.text) }).toEqual({ status, code });
@@ -105,7 +90,7 @@ beforeAll(async () => {
   startedAt = Date.now();
   server = await spawnServer(env);
   listenedAt = Date.now();
-  creds = await credentialsFor('svc:s3-port');
+  creds = await s3CredentialsFor(server, 'svc:s3-port');
 });
 
 afterAll(async () => {
@@ -487,7 +472,7 @@ describe('stopping and starting again', () => {
   it('after a restart ListBuckets shows the same creation time', async () => {
     expect(creationDate).toBeDefined();
     server = await spawnServer(env);
-    creds = await credentialsFor('svc:s3-port-again');
+    creds = await s3CredentialsFor(server, 'svc:s3-port-again');
     const r = await atRoot({ method: 'GET', bucket: '', key: '' });
     expect(tag(r.text, 'CreationDate')).toEqual([creationDate]);
     expect(await versions('port/inflight')).toEqual([1]);
