@@ -69,6 +69,25 @@ const atMain = (r: Signed) => s3(server.port, r);
 
 const versions = (unit: string): Promise<number[] | 'no unit'> => unitVersions(server, unit);
 
+/** An unsigned request on a fresh connection: status, content type and body. */
+function plainRequest(
+  port: number,
+  method: string,
+  path: string,
+): Promise<{ status: number; type: string; text: string }> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest({ host: '127.0.0.1', port, method, path, agent: false }, (res) => {
+      let text = '';
+      res.on('data', (d: Buffer) => (text += d.toString()));
+      res.on('end', () =>
+        resolve({ status: res.statusCode ?? 0, type: String(res.headers['content-type']), text }),
+      );
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
 function expectS3Error(r: RawReply, status: number, code: string): string {
   expect({ status: r.status, code: s3Code(r.text) }).toEqual({ status, code });
   expect(r.headers['content-type']).toMatch(/^application\/xml/);
@@ -144,23 +163,7 @@ describe('the S3 door at the root of its own listener', () => {
     const port = server.s3Port as number;
     for (const path of ['/healthz', '/readyz', '/metrics', '/docs', '/v1/units', '/.well-known']) {
       // Unsigned: the S3 door's refusal of anonymous requests, in S3 XML.
-      const anonymous = await new Promise<{ status: number; type: string; text: string }>(
-        (resolve, reject) => {
-          const req = httpRequest({ host: '127.0.0.1', port, path, agent: false }, (res) => {
-            let text = '';
-            res.on('data', (d: Buffer) => (text += d.toString()));
-            res.on('end', () =>
-              resolve({
-                status: res.statusCode ?? 0,
-                type: String(res.headers['content-type']),
-                text,
-              }),
-            );
-          });
-          req.on('error', reject);
-          req.end();
-        },
-      );
+      const anonymous = await plainRequest(port, 'GET', path);
       expect({ path, status: anonymous.status, code: s3Code(anonymous.text) }).toEqual({
         path,
         status: 403,
@@ -195,22 +198,7 @@ describe('the S3 door at the root of its own listener', () => {
   });
 
   it('a malformed percent-encoding in the path is answered in S3 XML (400 InvalidURI) on both bases, never JSON', async () => {
-    const raw = (port: number, method: string, path: string) =>
-      new Promise<{ status: number; type: string; text: string }>((resolve, reject) => {
-        const req = httpRequest({ host: '127.0.0.1', port, method, path, agent: false }, (res) => {
-          let text = '';
-          res.on('data', (d: Buffer) => (text += d.toString()));
-          res.on('end', () =>
-            resolve({
-              status: res.statusCode ?? 0,
-              type: String(res.headers['content-type']),
-              text,
-            }),
-          );
-        });
-        req.on('error', reject);
-        req.end();
-      });
+    const raw = plainRequest;
     for (const [port, base] of [
       [server.s3Port as number, ''],
       [server.port, '/s3'],
