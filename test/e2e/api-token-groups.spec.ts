@@ -9,7 +9,7 @@
  */
 import { freshServerEnv } from '../support/database';
 import { startOidcProvider, TestOidcProvider } from '../support/oidc';
-import { RunningServer, spawnServer } from '../support/server';
+import { callJson, RunningServer, spawnServer } from '../support/server';
 
 jest.setTimeout(180_000);
 
@@ -21,22 +21,13 @@ let provider: TestOidcProvider;
 let server: RunningServer;
 let cleanup: () => Promise<void>;
 
-async function call(
+function call(
   method: string,
   path: string,
   bearer?: string,
   body?: unknown,
 ): Promise<{ status: number; json: Record<string, unknown> }> {
-  const res = await fetch(`${server.url}${path}`, {
-    method,
-    headers: {
-      ...(bearer ? { Authorization: `Bearer ${bearer}` } : {}),
-      ...(body === undefined ? {} : { 'Content-Type': 'application/json' }),
-    },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await res.text();
-  return { status: res.status, json: text ? (JSON.parse(text) as Record<string, unknown>) : {} };
+  return callJson(server, method, path, bearer, body);
 }
 
 /** Dana logs in; the provider's ID token lists `groups`. When it happened (ms). */

@@ -1,9 +1,7 @@
 import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { FIXTURES } from '../support/paths';
 import { onFreshServer, RunningServer } from '../support/server';
 import { tfState } from '../support/services';
+import { simpleFixture } from '../support/tf-state';
 
 /**
  * The management API (`/v1/units…`, `/v1/locks`, `/docs`) over real sockets against the real
@@ -13,12 +11,7 @@ import { tfState } from '../support/services';
 
 jest.setTimeout(60_000);
 
-const SIMPLE = readFileSync(join(FIXTURES, 'simple.tfstate'));
-// Read from the fixture, so that `npm run fixtures` may write it again.
-const { lineage: SIMPLE_LINEAGE, serial: SIMPLE_SERIAL } = JSON.parse(SIMPLE.toString()) as {
-  lineage: string;
-  serial: number;
-};
+const { bytes: SIMPLE, lineage: SIMPLE_LINEAGE, serial: SIMPLE_SERIAL } = simpleFixture();
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 const sha256 = (b: string | Buffer): string => createHash('sha256').update(b).digest('hex');

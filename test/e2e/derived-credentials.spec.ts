@@ -9,7 +9,7 @@
 import { ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
 import { freshServerEnv, ON_POSTGRES } from '../support/database';
 import { startOidcProvider, TestOidcProvider } from '../support/oidc';
-import { RunningServer, spawnServer } from '../support/server';
+import { callJson, RunningServer, spawnServer } from '../support/server';
 
 jest.setTimeout(180_000);
 
@@ -23,23 +23,14 @@ interface Creds {
   Expiration: string;
 }
 
-async function api(
+function api(
   s: RunningServer,
   method: string,
   path: string,
   bearer: string,
   body?: unknown,
 ): Promise<{ status: number; json: Record<string, unknown> }> {
-  const res = await fetch(`${s.url}${path}`, {
-    method,
-    headers: {
-      Authorization: `Bearer ${bearer}`,
-      ...(body === undefined ? {} : { 'Content-Type': 'application/json' }),
-    },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await res.text();
-  return { status: res.status, json: text ? (JSON.parse(text) as Record<string, unknown>) : {} };
+  return callJson(s, method, path, bearer, body);
 }
 
 async function apiToken(

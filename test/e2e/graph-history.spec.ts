@@ -6,8 +6,7 @@
  * made meanwhile answers promptly — on the embedded database, whose one connection the write's
  * transaction holds, too.
  */
-import { freshServerEnv } from '../support/database';
-import { RunningServer, spawnServer } from '../support/server';
+import { onFreshServer, RunningServer } from '../support/server';
 
 jest.setTimeout(600_000);
 
@@ -36,18 +35,8 @@ const tfstate = (
 
 describe('a write reading a producer with a long history', () => {
   let server: RunningServer;
-  let cleanup: () => Promise<void>;
 
-  beforeAll(async () => {
-    const env = await freshServerEnv();
-    cleanup = env.cleanup;
-    server = await spawnServer(env.env);
-  });
-
-  afterAll(async () => {
-    await server?.stop();
-    await cleanup?.();
-  });
+  onFreshServer((started) => (server = started));
 
   const put = async (unit: string, body: string): Promise<number> => {
     const r = await fetch(`${server.url}/v1/units/${encodeURIComponent(unit)}/state`, {

@@ -6,6 +6,7 @@ import { freshServerEnv } from '../support/database';
 import { FIXTURES } from '../support/paths';
 import { RunningServer, spawnServer } from '../support/server';
 import { tfState } from '../support/services';
+import { simpleFixture } from '../support/tf-state';
 
 /**
  * Terraform's `backend "http"` door, `/v1/backend/<unit…>`, driven over real sockets against
@@ -15,12 +16,7 @@ import { tfState } from '../support/services';
 
 jest.setTimeout(60_000);
 
-const SIMPLE = readFileSync(join(FIXTURES, 'simple.tfstate'));
-// Read from the fixture, so that `npm run fixtures` may write it again.
-const { lineage: SIMPLE_LINEAGE, serial: SIMPLE_SERIAL } = JSON.parse(SIMPLE.toString()) as {
-  lineage: string;
-  serial: number;
-};
+const { bytes: SIMPLE, lineage: SIMPLE_LINEAGE, serial: SIMPLE_SERIAL } = simpleFixture();
 const SIMPLE_SECRET = 's3cr3t-not-real'; // a sensitive output value inside simple.tfstate
 
 interface Reply {

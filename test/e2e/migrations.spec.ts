@@ -13,7 +13,7 @@ import { MIGRATIONS, SCHEMA_LEVEL } from '../../migrations';
 import { packageVersion } from '../../src/common/version';
 import { createDataSource } from '../../src/database/data-source';
 import { ENTITIES } from '../../src/entities';
-import { freshServerEnv, hostEmbedded, ON_POSTGRES } from '../support/database';
+import { freshServerEnvs, hostEmbedded, ON_POSTGRES } from '../support/database';
 import { CLI, TEST_TOKEN } from '../support/paths';
 import { childEnv, NODE, runCli, spawnServer } from '../support/server';
 
@@ -77,15 +77,8 @@ const serveEnv = {
 };
 
 describe(`migrations in production (${ON_POSTGRES ? 'PostgreSQL' : 'embedded'})`, () => {
-  const cleanups: (() => Promise<void>)[] = [];
-  afterAll(async () => {
-    for (const c of cleanups) await c();
-  });
-  const fresh = async () => {
-    const f = await freshServerEnv();
-    cleanups.push(f.cleanup);
-    return f.env;
-  };
+  const freshEnv = freshServerEnvs();
+  const fresh = async () => (await freshEnv()).env;
   /** A database this release has migrated. */
   const migrated = async () => {
     const env = await fresh();

@@ -18,7 +18,7 @@ import { delimiter, join } from 'node:path';
 import { freshServerEnv } from '../support/database';
 import { CLI, FIXTURES } from '../support/paths';
 import { onPath } from '../support/processes';
-import { apiFetch, NODE, RunningServer, spawnServer } from '../support/server';
+import { apiFetch, NODE, RunningServer, spawnServer, unitVersions } from '../support/server';
 import { tfStateBytes } from '../support/tf-state';
 
 jest.setTimeout(180_000);
@@ -97,12 +97,7 @@ function awsCliV2(): string {
 
 const api = (path: string, init?: RequestInit): Promise<Response> => apiFetch(server, path, init);
 
-async function versions(unit: string): Promise<number[] | 'no unit'> {
-  const r = await api(`/v1/units/${encodeURIComponent(unit)}/versions`);
-  if (r.status === 404) return 'no unit';
-  expect(r.status).toBe(200);
-  return ((await r.json()) as { items: { version: number }[] }).items.map((v) => v.version);
-}
+const versions = (unit: string): Promise<number[] | 'no unit'> => unitVersions(server, unit);
 
 async function stateOf(unit: string): Promise<Buffer | number> {
   const r = await api(`/v1/units/${encodeURIComponent(unit)}/state`);

@@ -19,7 +19,13 @@ import { FIXTURES } from '../support/paths';
 import { parseExposition, valueOf } from '../support/metrics';
 import { portIsFree } from '../support/processes';
 import { RawReply, S3Creds, s3Code, sendRaw, signS3 } from '../support/s3-signer';
-import { apiFetch, RunningServer, spawnServer } from '../support/server';
+import {
+  apiFetch,
+  RunningServer,
+  s3CredentialsFor,
+  spawnServer,
+  unitVersions,
+} from '../support/server';
 import { tfStateBytes } from '../support/tf-state';
 
 jest.setTimeout(120_000);
@@ -43,22 +49,6 @@ function tfState(serial: number, lineage: string, pad = ''): Buffer {
 
 const api = (path: string, init?: RequestInit): Promise<Response> => apiFetch(server, path, init);
 
-async function credentialsFor(subject: string): Promise<S3Creds> {
-  const token = await api('/v1/auth/tokens', {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ name: subject, subject }),
-  });
-  expect(token.status).toBe(201);
-  const secret = ((await token.json()) as { token: string }).token;
-  const issued = await fetch(`${server.url}/v1/auth/issue-s3-creds`, {
-    method: 'POST',
-    headers: { Authorization: `Bearer ${secret}` },
-  });
-  expect(issued.status).toBe(200);
-  return (await issued.json()) as S3Creds;
-}
-
 type Signed = Parameters<typeof signS3>[2];
 
 /** Signs (with a per-call id, as SDKs do) and sends to `port`. */
@@ -77,11 +67,25 @@ const atRoot = (r: Signed) => s3(server.s3Port as number, { base: '', ...r });
 /** Under /s3 on the main listener. */
 const atMain = (r: Signed) => s3(server.port, r);
 
-async function versions(unit: string): Promise<number[] | 'no unit'> {
-  const r = await api(`/v1/units/${encodeURIComponent(unit)}/versions`);
-  if (r.status === 404) return 'no unit';
-  expect(r.status).toBe(200);
-  return ((await r.json()) as { items: { version: number }[] }).items.map((v) => v.version);
+const versions = (unit: string): Promise<number[] | 'no unit'> => unitVersions(server, unit);
+
+/** An unsigned request on a fresh connection: status, content type and body. */
+function plainRequest(
+  port: number,
+  method: string,
+  path: string,
+): Promise<{ status: number; type: string; text: string }> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest({ host: '127.0.0.1', port, method, path, agent: false }, (res) => {
+      let text = '';
+      res.on('data', (d: Buffer) => (text += d.toString()));
+      res.on('end', () =>
+        resolve({ status: res.statusCode ?? 0, type: String(res.headers['content-type']), text }),
+      );
+    });
+    req.on('error', reject);
+    req.end();
+  });
 }
 
 function expectS3Error(r: RawReply, status: number, code: string): string {
@@ -105,7 +109,7 @@ beforeAll(async () => {
   startedAt = Date.now();
   server = await spawnServer(env);
   listenedAt = Date.now();
-  creds = await credentialsFor('svc:s3-port');
+  creds = await s3CredentialsFor(server, 'svc:s3-port');
 });
 
 afterAll(async () => {
@@ -159,23 +163,7 @@ describe('the S3 door at the root of its own listener', () => {
     const port = server.s3Port as number;
     for (const path of ['/healthz', '/readyz', '/metrics', '/docs', '/v1/units', '/.well-known']) {
       // Unsigned: the S3 door's refusal of anonymous requests, in S3 XML.
-      const anonymous = await new Promise<{ status: number; type: string; text: string }>(
-        (resolve, reject) => {
-          const req = httpRequest({ host: '127.0.0.1', port, path, agent: false }, (res) => {
-            let text = '';
-            res.on('data', (d: Buffer) => (text += d.toString()));
-            res.on('end', () =>
-              resolve({
-                status: res.statusCode ?? 0,
-                type: String(res.headers['content-type']),
-                text,
-              }),
-            );
-          });
-          req.on('error', reject);
-          req.end();
-        },
-      );
+      const anonymous = await plainRequest(port, 'GET', path);
       expect({ path, status: anonymous.status, code: s3Code(anonymous.text) }).toEqual({
         path,
         status: 403,
@@ -210,22 +198,7 @@ describe('the S3 door at the root of its own listener', () => {
   });
 
   it('a malformed percent-encoding in the path is answered in S3 XML (400 InvalidURI) on both bases, never JSON', async () => {
-    const raw = (port: number, method: string, path: string) =>
-      new Promise<{ status: number; type: string; text: string }>((resolve, reject) => {
-        const req = httpRequest({ host: '127.0.0.1', port, method, path, agent: false }, (res) => {
-          let text = '';
-          res.on('data', (d: Buffer) => (text += d.toString()));
-          res.on('end', () =>
-            resolve({
-              status: res.statusCode ?? 0,
-              type: String(res.headers['content-type']),
-              text,
-            }),
-          );
-        });
-        req.on('error', reject);
-        req.end();
-      });
+    const raw = plainRequest;
     for (const [port, base] of [
       [server.s3Port as number, ''],
       [server.port, '/s3'],
@@ -487,7 +460,7 @@ describe('stopping and starting again', () => {
   it('after a restart ListBuckets shows the same creation time', async () => {
     expect(creationDate).toBeDefined();
     server = await spawnServer(env);
-    creds = await credentialsFor('svc:s3-port-again');
+    creds = await s3CredentialsFor(server, 'svc:s3-port-again');
     const r = await atRoot({ method: 'GET', bucket: '', key: '' });
     expect(tag(r.text, 'CreationDate')).toEqual([creationDate]);
     expect(await versions('port/inflight')).toEqual([1]);

@@ -25,7 +25,7 @@ import { connect, Socket } from 'node:net';
 import { freshServerEnv, ON_POSTGRES } from '../support/database';
 import { eventually, portIsFree } from '../support/processes';
 import { S3Creds, s3Code, signS3 } from '../support/s3-signer';
-import { RunningServer, spawnServer } from '../support/server';
+import { RunningServer, s3CredentialsFor, spawnServer } from '../support/server';
 import { tfStateBytes } from '../support/tf-state';
 
 jest.setTimeout(300_000);
@@ -219,22 +219,6 @@ describe('SIGTERM under load: 20 state writes through both doors', () => {
     });
   }
 
-  async function s3Credentials(s: RunningServer, subject: string): Promise<S3Creds> {
-    const token = await api(s, '/v1/auth/tokens', {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ name: subject, subject }),
-    });
-    expect(token.status).toBe(201);
-    const secret = ((await token.json()) as { token: string }).token;
-    const issued = await fetch(`${s.url}/v1/auth/issue-s3-creds`, {
-      method: 'POST',
-      headers: { Authorization: `Bearer ${secret}` },
-    });
-    expect(issued.status).toBe(200);
-    return (await issued.json()) as S3Creds;
-  }
-
   async function versions(
     s: RunningServer,
     unit: string,
@@ -249,7 +233,7 @@ describe('SIGTERM under load: 20 state writes through both doors', () => {
   it('drains the writes in flight, refuses the late ones with 503 in their door’s format, keeps locks and audit events, exits 143 in time', async () => {
     let server = await start();
     const s3Port = server.s3Port as number;
-    const creds = await s3Credentials(server, 'svc:shutdown');
+    const creds = await s3CredentialsFor(server, 'svc:shutdown');
 
     // Locks taken by clients before the stop: through the HTTP backend and an S3 lock object.
     const backendLock = randomUUID();
@@ -464,7 +448,7 @@ describe('SIGTERM under load: 20 state writes through both doors', () => {
 
   it('shutdown time under load: 20 writes of 4 MiB sent at full speed, SIGTERM while they are received', async () => {
     const server = await start({ STATEHOUSE_SHUTDOWN_GRACE: `${GRACE_SECONDS}s` });
-    const creds = await s3Credentials(server, 'svc:shutdown-timed');
+    const creds = await s3CredentialsFor(server, 'svc:shutdown-timed');
     const agent = new Agent({ keepAlive: true, maxSockets: 64 });
     const pace = { chunks: 8, pauseMs: 0 };
     const doors: Door[] = ['s3', 's3-port', 'backend', 'backend'];

@@ -3,20 +3,12 @@ import { readFileSync } from 'node:fs';
 import { request as httpsRequest } from 'node:https';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
-import { freshServerEnv, ON_POSTGRES } from '../support/database';
+import { freshServerEnvs, ON_POSTGRES } from '../support/database';
 import { CLI, TEST_TOKEN } from '../support/paths';
 import { childEnv, NODE, runCli, spawnServer } from '../support/server';
 
 describe('starting the server', () => {
-  const cleanups: (() => Promise<void>)[] = [];
-  afterAll(async () => {
-    for (const c of cleanups) await c();
-  });
-  const fresh = async () => {
-    const f = await freshServerEnv();
-    cleanups.push(f.cleanup);
-    return f;
-  };
+  const fresh = freshServerEnvs();
 
   it('a bad configuration stops the start, naming every bad variable', async () => {
     const { env } = await fresh();

@@ -72,6 +72,19 @@ export async function freshServerEnv(): Promise<{
   };
 }
 
+/** A maker of fresh server environments for the suite (freshServerEnv); all removed after it. */
+export function freshServerEnvs(): () => ReturnType<typeof freshServerEnv> {
+  const cleanups: (() => Promise<void>)[] = [];
+  afterAll(async () => {
+    for (const c of cleanups) await c();
+  });
+  return async () => {
+    const f = await freshServerEnv();
+    cleanups.push(f.cleanup);
+    return f;
+  };
+}
+
 export interface TestDatabase {
   dataSource: DataSource;
   /** A second data source on the same database (PostgreSQL only: PGlite has one session). */

@@ -3,6 +3,7 @@ import { delimiter, dirname } from 'node:path';
 import { freshServerEnv } from './database';
 import { CLI, TEST_TOKEN } from './paths';
 import { collectOutput, exitCode } from './processes';
+import type { S3Creds } from './s3-signer';
 
 export interface RunningServer {
   url: string;
@@ -140,6 +141,54 @@ export function onFreshServer(started: (server: RunningServer) => void): void {
     await server?.stop();
     await cleanup?.();
   });
+}
+
+/** A JSON request to the management API, with `bearer` if given; the status and parsed body. */
+export async function callJson(
+  server: RunningServer,
+  method: string,
+  path: string,
+  bearer?: string,
+  body?: unknown,
+): Promise<{ status: number; json: Record<string, unknown> }> {
+  const res = await fetch(`${server.url}${path}`, {
+    method,
+    headers: {
+      ...(bearer ? { Authorization: `Bearer ${bearer}` } : {}),
+      ...(body === undefined ? {} : { 'Content-Type': 'application/json' }),
+    },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.text();
+  return { status: res.status, json: text ? (JSON.parse(text) as Record<string, unknown>) : {} };
+}
+
+/** The version numbers of `unit` (GET /v1/units/<unit>/versions), or 'no unit' on a 404. */
+export async function unitVersions(
+  server: RunningServer,
+  unit: string,
+): Promise<number[] | 'no unit'> {
+  const r = await apiFetch(server, `/v1/units/${encodeURIComponent(unit)}/versions`);
+  if (r.status === 404) return 'no unit';
+  expect(r.status).toBe(200);
+  return ((await r.json()) as { items: { version: number }[] }).items.map((v) => v.version);
+}
+
+/** S3 credentials for `subject`: an API token made for it (as bootstrap-admin), exchanged. */
+export async function s3CredentialsFor(server: RunningServer, subject: string): Promise<S3Creds> {
+  const token = await apiFetch(server, '/v1/auth/tokens', {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ name: subject, subject }),
+  });
+  expect(token.status).toBe(201);
+  const secret = ((await token.json()) as { token: string }).token;
+  const issued = await fetch(`${server.url}/v1/auth/issue-s3-creds`, {
+    method: 'POST',
+    headers: { Authorization: `Bearer ${secret}` },
+  });
+  expect(issued.status).toBe(200);
+  return (await issued.json()) as S3Creds;
 }
 
 /** Runs the CLI to completion and returns its exit code and output. */

@@ -1,3 +1,7 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { FIXTURES } from './paths';
+
 /**
  * Terraform state documents for tests: one builder that every spec shapes through options, so the
  * layout of a test state lives in one place.
@@ -7,6 +11,16 @@
  * spaces and ends in a newline, like Terraform's own files; tests that hash or size the bytes rely
  * on that staying the same.
  */
+
+/**
+ * test/fixtures/terraform-1.11/simple.tfstate (written by real terraform), with its lineage and
+ * serial read from it, so that `npm run fixtures` may write it again.
+ */
+export function simpleFixture(): { bytes: Buffer; lineage: string; serial: number } {
+  const bytes = readFileSync(join(FIXTURES, 'simple.tfstate'));
+  const { lineage, serial } = JSON.parse(bytes.toString()) as { lineage: string; serial: number };
+  return { bytes, lineage, serial };
+}
 
 export interface TfStateOptions {
   serial: number;
