@@ -49,14 +49,67 @@ export function runTerraform(
   });
 }
 
-/** The caller's environment without TF_*, AWS_*, STATEHOUSE_* settings, DATABASE_URL and CA overrides. */
-export function cleanEnv(): Record<string, string> {
+/**
+ * The caller's settings `cleanEnv` can leave out. The CA overrides: SSL_CERT_FILE, SSL_CERT_DIR
+ * and NODE_EXTRA_CA_CERTS.
+ */
+export type CallerSetting = 'TF_*' | 'AWS_*' | 'STATEHOUSE_*' | 'DATABASE_URL' | 'CA overrides';
+
+const CA_OVERRIDES = ['SSL_CERT_FILE', 'SSL_CERT_DIR', 'NODE_EXTRA_CA_CERTS'];
+
+/**
+ * The caller's environment without the settings in `drop` (by default all of them: TF_*, AWS_*,
+ * STATEHOUSE_* settings, DATABASE_URL and CA overrides).
+ */
+export function cleanEnv(
+  drop: readonly CallerSetting[] = [
+    'TF_*',
+    'AWS_*',
+    'STATEHOUSE_*',
+    'DATABASE_URL',
+    'CA overrides',
+  ],
+): Record<string, string> {
+  const dropped = (k: string): boolean =>
+    (drop.includes('TF_*') && k.startsWith('TF_')) ||
+    (drop.includes('AWS_*') && k.startsWith('AWS_')) ||
+    (drop.includes('STATEHOUSE_*') && k.startsWith('STATEHOUSE_')) ||
+    (drop.includes('DATABASE_URL') && k === 'DATABASE_URL') ||
+    (drop.includes('CA overrides') && CA_OVERRIDES.includes(k));
   const env: Record<string, string> = {};
   for (const [k, v] of Object.entries(process.env)) {
-    if (v === undefined || k === 'DATABASE_URL') continue;
-    if (k.startsWith('TF_') || k.startsWith('AWS_') || k.startsWith('STATEHOUSE_')) continue;
-    if (k === 'SSL_CERT_FILE' || k === 'SSL_CERT_DIR' || k === 'NODE_EXTRA_CA_CERTS') continue;
+    if (v === undefined || dropped(k)) continue;
     env[k] = v;
   }
   return env;
+}
+
+/**
+ * Runs a terraform command (as `runTerraform`) and fails with its whole output unless it exits 0;
+ * `showCwd` names the working directory in that message.
+ */
+export async function runTerraformOk(
+  cwd: string,
+  args: string[],
+  env: Record<string, string>,
+  options: { timeoutMs?: number; showCwd?: boolean } = {},
+): Promise<TfResult> {
+  const r = await runTerraform(cwd, args, env, options.timeoutMs);
+  if (r.code !== 0) {
+    const where = options.showCwd ? ` (in ${cwd})` : '';
+    throw new Error(`terraform ${args.join(' ')}${where} exited ${r.code}:\n${r.output}`);
+  }
+  return r;
+}
+
+/**
+ * The versions of one page of GET /v1/units/<unit>/versions, oldest first; the page must be the
+ * whole list (no next page).
+ */
+export function wholeVersionList<T extends { version: number }>(page: {
+  items: T[];
+  nextCursor: string | null;
+}): T[] {
+  expect(page.nextCursor).toBeNull();
+  return [...page.items].sort((a, b) => a.version - b.version);
 }

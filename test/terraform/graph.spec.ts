@@ -34,7 +34,14 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freshServerEnv } from '../support/database';
-import { runTerraform, TERRAFORM, TERRAFORM_MISSING, TfResult } from '../support/terraform';
+import {
+  cleanEnv,
+  runTerraformOk,
+  TERRAFORM,
+  TERRAFORM_MISSING,
+  TfResult,
+  wholeVersionList,
+} from '../support/terraform';
 import { RunningServer, runCli, spawnServer } from '../support/server';
 
 jest.setTimeout(180_000);
@@ -107,17 +114,6 @@ interface StateFile {
     name: string;
     instances: { attributes: Record<string, unknown> }[];
   }[];
-}
-
-/** The caller's environment without TF_*, AWS_*, STATEHOUSE_* settings and DATABASE_URL. */
-function cleanEnv(): Record<string, string> {
-  const env: Record<string, string> = {};
-  for (const [k, v] of Object.entries(process.env)) {
-    if (v === undefined || k === 'DATABASE_URL') continue;
-    if (k.startsWith('TF_') || k.startsWith('AWS_') || k.startsWith('STATEHOUSE_')) continue;
-    env[k] = v;
-  }
-  return env;
 }
 
 // ------------------------------------------------------------------ the root modules
@@ -217,18 +213,9 @@ describe('the dependency graph with real terraform (README worked example)', () 
 
   // ---------------------------------------------------------------- helpers
 
-  function terraform(cwd: string, args: string[], timeoutMs = 120_000): Promise<TfResult> {
-    return runTerraform(cwd, args, tfEnv, timeoutMs);
-  }
-
-  /** Runs terraform and fails with its whole output unless it exits 0. */
-  async function tfOk(cwd: string, args: string[]): Promise<TfResult> {
-    const r = await terraform(cwd, args);
-    if (r.code !== 0) {
-      throw new Error(`terraform ${args.join(' ')} (in ${cwd}) exited ${r.code}:\n${r.output}`);
-    }
-    return r;
-  }
+  /** Runs terraform and fails with its whole output (and where it ran) unless it exits 0. */
+  const tfOk = (cwd: string, args: string[]): Promise<TfResult> =>
+    runTerraformOk(cwd, args, tfEnv, { timeoutMs: 120_000, showCwd: true });
 
   const initArgs = ['init', '-input=false', '-no-color'];
   const applyArgs = (...extra: string[]): string[] => [
@@ -277,9 +264,9 @@ describe('the dependency graph with real terraform (README worked example)', () 
   async function versions(unit: string): Promise<VersionItem[]> {
     const r = await api(`/v1/units/${enc(unit)}/versions`);
     if (r.status !== 200) throw new Error(`versions of ${unit}: ${r.status} ${r.text}`);
-    const page = JSON.parse(r.text) as { items: VersionItem[]; nextCursor: string | null };
-    expect(page.nextCursor).toBeNull();
-    return [...page.items].sort((a, b) => a.version - b.version);
+    return wholeVersionList(
+      JSON.parse(r.text) as { items: VersionItem[]; nextCursor: string | null },
+    );
   }
 
   async function currentState(unit: string): Promise<{ text: string; state: StateFile }> {
@@ -324,7 +311,8 @@ describe('the dependency graph with real terraform (README worked example)', () 
     const cliConfig = join(scratch, 'terraformrc');
     writeFileSync(cliConfig, '');
     tfEnv = {
-      ...cleanEnv(),
+      // The CA overrides stay: only TF_*, AWS_*, STATEHOUSE_* and DATABASE_URL go.
+      ...cleanEnv(['TF_*', 'AWS_*', 'STATEHOUSE_*', 'DATABASE_URL']),
       HOME: home,
       XDG_CONFIG_HOME: join(home, 'xdg'),
       TF_CLI_CONFIG_FILE: cliConfig,

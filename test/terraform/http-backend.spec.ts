@@ -31,7 +31,15 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freshServerEnv } from '../support/database';
-import { runTerraform, TERRAFORM, TERRAFORM_MISSING, TfResult } from '../support/terraform';
+import {
+  cleanEnv,
+  runTerraform,
+  runTerraformOk,
+  TERRAFORM,
+  TERRAFORM_MISSING,
+  TfResult,
+  wholeVersionList,
+} from '../support/terraform';
 import { apiFetch, RunningServer, spawnServer } from '../support/server';
 
 jest.setTimeout(120_000);
@@ -109,13 +117,7 @@ describe('real terraform through backend "http"', () => {
   }
 
   /** Runs terraform and fails with its whole output unless it exits 0. */
-  async function tfOk(cwd: string, args: string[]): Promise<TfResult> {
-    const r = await terraform(cwd, args);
-    if (r.code !== 0) {
-      throw new Error(`terraform ${args.join(' ')} exited ${r.code}:\n${r.output}`);
-    }
-    return r;
-  }
+  const tfOk = (cwd: string, args: string[]): Promise<TfResult> => runTerraformOk(cwd, args, tfEnv);
 
   function expectExit(r: TfResult, code: number, what: string): void {
     if (r.code !== code) throw new Error(`${what}: exit ${r.code}, expected ${code}:\n${r.output}`);
@@ -126,9 +128,9 @@ describe('real terraform through backend "http"', () => {
   async function versions(): Promise<VersionItem[]> {
     const r = await api(`/v1/units/${unitPath}/versions`);
     expect(r.status).toBe(200);
-    const page = (await r.json()) as { items: VersionItem[]; nextCursor: string | null };
-    expect(page.nextCursor).toBeNull();
-    return [...page.items].sort((a, b) => a.version - b.version);
+    return wholeVersionList(
+      (await r.json()) as { items: VersionItem[]; nextCursor: string | null },
+    );
   }
 
   async function currentState(): Promise<{ bytes: Buffer; version: number }> {
@@ -168,16 +170,14 @@ describe('real terraform through backend "http"', () => {
     scratch = mkdtempSync(join(tmpdir(), 'statehouse-tf-'));
     const cliConfig = join(scratch, 'terraformrc');
     writeFileSync(cliConfig, '');
-    tfEnv = {};
-    for (const [k, v] of Object.entries(process.env)) {
-      if (v !== undefined && !k.startsWith('TF_')) tfEnv[k] = v;
-    }
-    Object.assign(tfEnv, {
+    tfEnv = {
+      // Only the caller's TF_* settings go.
+      ...cleanEnv(['TF_*']),
       TF_CLI_CONFIG_FILE: cliConfig,
       TF_IN_AUTOMATION: '1',
       CHECKPOINT_DISABLE: '1',
       TF_HTTP_PASSWORD: server.token,
-    });
+    };
     workA = join(scratch, 'a');
     workB = join(scratch, 'b');
     writeWorkDir(workA);

@@ -9,32 +9,22 @@
  * No provider is downloaded (only `terraform_data` and `output`). Without `terraform` on the
  * PATH this suite FAILS (it never skips).
  */
-import { spawn } from 'node:child_process';
 import { createHash, randomUUID } from 'node:crypto';
-import { accessSync, constants, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { delimiter, join } from 'node:path';
+import { join } from 'node:path';
 import { freshServerEnv } from '../support/database';
 import { RunningServer, spawnServer } from '../support/server';
+import {
+  cleanEnv,
+  runTerraform,
+  runTerraformOk,
+  TERRAFORM,
+  TERRAFORM_MISSING,
+  TfResult,
+} from '../support/terraform';
 
 jest.setTimeout(180_000);
-
-function findTerraform(): string | undefined {
-  for (const dir of (process.env.PATH ?? '').split(delimiter)) {
-    if (dir === '') continue;
-    const candidate = join(dir, 'terraform');
-    try {
-      if (!statSync(candidate).isFile()) continue;
-      accessSync(candidate, constants.X_OK);
-      return candidate;
-    } catch {
-      // not here
-    }
-  }
-  return undefined;
-}
-
-const TERRAFORM = findTerraform();
 
 const CONFIG = (address: string): string => `
 terraform {
@@ -75,60 +65,31 @@ describe('real terraform: a NUL inside output values', () => {
   let dir: string;
   let tfEnv: Record<string, string>;
 
-  function terraform(
-    args: string[],
-  ): Promise<{ code: number | null; stdout: string; output: string }> {
-    if (TERRAFORM === undefined) throw new Error('terraform is not on the PATH');
-    const proc = spawn(TERRAFORM, args, {
-      cwd: dir,
-      env: tfEnv,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let output = '';
-    proc.stdout.on('data', (d: Buffer) => {
-      stdout += d.toString();
-      output += d.toString();
-    });
-    proc.stderr.on('data', (d: Buffer) => (output += d.toString()));
-    const timer = setTimeout(() => proc.kill('SIGKILL'), 120_000);
-    return new Promise((resolve, reject) => {
-      proc.once('error', reject);
-      proc.once('close', (code) => {
-        clearTimeout(timer);
-        resolve({ code, stdout, output });
-      });
-    });
-  }
+  const terraform = (args: string[]): Promise<TfResult> => runTerraform(dir, args, tfEnv, 120_000);
 
+  /** Runs terraform in the working directory; its stdout, unless it does not exit 0. */
   async function tfOk(args: string[]): Promise<string> {
-    const r = await terraform(args);
-    if (r.code !== 0) throw new Error(`terraform ${args.join(' ')} exited ${r.code}:\n${r.output}`);
-    return r.stdout;
+    return (await runTerraformOk(dir, args, tfEnv, { timeoutMs: 120_000 })).stdout;
   }
 
   const api = (path: string) => fetch(`${server.url}${path}`, { headers: server.auth });
 
   beforeAll(async () => {
-    if (TERRAFORM === undefined) {
-      throw new Error('terraform is not on the PATH: this suite needs the real binary (1.11.x)');
-    }
+    if (TERRAFORM === undefined) throw new Error(TERRAFORM_MISSING);
     const fresh = await freshServerEnv();
     cleanup = fresh.cleanup;
     server = await spawnServer(fresh.env);
     dir = mkdtempSync(join(tmpdir(), 'statehouse-tf-nul-'));
     writeFileSync(join(dir, 'terraformrc'), '');
     writeFileSync(join(dir, 'main.tf'), CONFIG(`${server.url}/v1/backend/${unit}`));
-    tfEnv = {};
-    for (const [k, v] of Object.entries(process.env)) {
-      if (v !== undefined && !k.startsWith('TF_')) tfEnv[k] = v;
-    }
-    Object.assign(tfEnv, {
+    tfEnv = {
+      // Only the caller's TF_* settings go.
+      ...cleanEnv(['TF_*']),
       TF_CLI_CONFIG_FILE: join(dir, 'terraformrc'),
       TF_IN_AUTOMATION: '1',
       CHECKPOINT_DISABLE: '1',
       TF_HTTP_PASSWORD: server.token,
-    });
+    };
   }, 90_000);
 
   afterAll(async () => {
