@@ -205,15 +205,26 @@ export async function unitVersions(
 
 const workspaceQuery = (workspace?: string): string => (workspace ? `?workspace=${workspace}` : '');
 
+/** GET /v1/units/<unit>/<what> in `workspace` (the default one if none); asserts a 200. */
+async function unitRead(
+  server: RunningServer,
+  unit: string,
+  what: 'versions' | 'state',
+  workspace?: string,
+): Promise<Response> {
+  const path = `/v1/units/${encodeURIComponent(unit)}/${what}${workspaceQuery(workspace)}`;
+  const r = await apiFetch(server, path);
+  expect(r.status).toBe(200);
+  return r;
+}
+
 /** The version numbers of `unit` in `workspace` (the default one if none); asserts a 200. */
 export async function versionNumbersOf(
   server: RunningServer,
   unit: string,
   workspace?: string,
 ): Promise<number[]> {
-  const path = `/v1/units/${encodeURIComponent(unit)}/versions${workspaceQuery(workspace)}`;
-  const r = await apiFetch(server, path);
-  expect(r.status).toBe(200);
+  const r = await unitRead(server, unit, 'versions', workspace);
   return ((await r.json()) as { items: { version: number }[] }).items.map((v) => v.version);
 }
 
@@ -224,9 +235,7 @@ export async function expectCurrentState(
   bytes: string | Buffer,
   workspace?: string,
 ): Promise<void> {
-  const path = `/v1/units/${encodeURIComponent(unit)}/state${workspaceQuery(workspace)}`;
-  const r = await apiFetch(server, path);
-  expect(r.status).toBe(200);
+  const r = await unitRead(server, unit, 'state', workspace);
   expect(Buffer.from(await r.arrayBuffer()).equals(Buffer.from(bytes))).toBe(true);
 }
 
