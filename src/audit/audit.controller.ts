@@ -7,17 +7,8 @@ import {
   ApiPropertyOptional,
   ApiTags,
 } from '@nestjs/swagger';
-import { Type } from 'class-transformer';
-import {
-  IsDateString,
-  IsInt,
-  IsOptional,
-  IsString,
-  Matches,
-  Max,
-  MaxLength,
-  Min,
-} from 'class-validator';
+import { IsDateString, IsOptional, IsString, Matches, MaxLength } from 'class-validator';
+import { PageCursor, PageLimit } from '../common/page-fields';
 import { CurrentPrincipal } from '../common/route-auth';
 import type { Principal } from '../common/principal';
 import { DomainError } from '../common/errors';
@@ -62,18 +53,10 @@ class AuditQuery {
   @IsDateString()
   until?: string;
 
-  @ApiPropertyOptional({ minimum: 1, maximum: 1000, default: 100 })
-  @IsOptional()
-  @Type(() => Number)
-  @IsInt()
-  @Min(1)
-  @Max(1000)
+  @PageLimit()
   limit?: number;
 
-  @ApiPropertyOptional({ description: 'nextCursor of the previous page' })
-  @IsOptional()
-  @IsString()
-  @Matches(/^\d{1,20}$/, { message: 'cursor is not one this server returned' })
+  @PageCursor(Matches(/^\d{1,20}$/, { message: 'cursor is not one this server returned' }))
   cursor?: string;
 }
 

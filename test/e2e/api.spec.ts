@@ -1,5 +1,10 @@
 import { createHash } from 'node:crypto';
-import { onFreshServer, RunningServer } from '../support/server';
+import {
+  expectCurrentState,
+  onFreshServer,
+  RunningServer,
+  versionNumbersOf,
+} from '../support/server';
 import { tfState } from '../support/services';
 import { simpleFixture } from '../support/tf-state';
 
@@ -132,17 +137,11 @@ describe('management API (/v1/units, /v1/locks, /docs)', () => {
     });
   }
 
-  async function versionNumbers(name: string, workspace?: string): Promise<number[]> {
-    const r = await call('GET', `${unitPath(name)}/versions${wsq(workspace)}`);
-    expect(r.status).toBe(200);
-    return (r.json().items as { version: number }[]).map((v) => v.version);
-  }
+  const versionNumbers = (name: string, workspace?: string): Promise<number[]> =>
+    versionNumbersOf(server, name, workspace);
 
-  async function expectState(name: string, bytes: string | Buffer, workspace?: string) {
-    const r = await call('GET', `${unitPath(name)}/state${wsq(workspace)}`);
-    expect(r.status).toBe(200);
-    expect(r.body.equals(Buffer.from(bytes))).toBe(true);
-  }
+  const expectState = (name: string, bytes: string | Buffer, workspace?: string): Promise<void> =>
+    expectCurrentState(server, name, bytes, workspace);
 
   async function expectNoUnit(name: string): Promise<void> {
     expectError(await call('GET', unitPath(name)), 404, 'unit_not_found');

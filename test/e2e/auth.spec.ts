@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { decodeProtectedHeader, importJWK, JWK, jwtVerify, SignJWT } from 'jose';
 import { freshServerEnv, ON_POSTGRES } from '../support/database';
 import { startOidcProvider, TestOidcProvider } from '../support/oidc';
-import { RunningServer, spawnServer } from '../support/server';
+import { onFreshReplicas, onFreshServer, RunningServer, spawnServer } from '../support/server';
 import { tfStateText } from '../support/tf-state';
 
 jest.setTimeout(180_000);
@@ -774,17 +774,11 @@ describe('OIDC login, API tokens and JWKS', () => {
 
 describe('a server without OIDC', () => {
   let server: RunningServer;
-  let cleanup: () => Promise<void>;
 
-  beforeAll(async () => {
-    const fresh = await freshServerEnv();
-    cleanup = fresh.cleanup;
-    server = await spawnServer({ ...fresh.env, STATEHOUSE_PUBLIC_URL: PUBLIC_URL });
-  });
-  afterAll(async () => {
-    await server?.stop();
-    await cleanup?.();
-  });
+  onFreshServer(
+    (started) => (server = started),
+    () => ({ STATEHOUSE_PUBLIC_URL: PUBLIC_URL }),
+  );
 
   it('/v1/auth/config says OIDC login is not configured', async () => {
     const r = await call(server.url, '/v1/auth/config');
@@ -816,19 +810,12 @@ if (!ON_POSTGRES) console.warn(`auth.spec.ts: skipped (not applicable): ${REPLIC
 describeOnPostgres(ON_POSTGRES ? REPLICAS : REPLICAS_NA, () => {
   let a: RunningServer;
   let b: RunningServer;
-  let cleanup: () => Promise<void>;
 
-  beforeAll(async () => {
-    const fresh = await freshServerEnv();
-    cleanup = fresh.cleanup;
-    const env = { ...fresh.env, ...oidcEnv(provider), STATEHOUSE_PUBLIC_URL: PUBLIC_URL };
-    // Started at the same moment: they race to generate the signing key and STS secret.
-    [a, b] = await Promise.all([spawnServer(env), spawnServer(env)]);
-  });
-  afterAll(async () => {
-    await Promise.all([a?.stop(), b?.stop()]);
-    await cleanup?.();
-  });
+  // Started at the same moment: they race to generate the signing key and STS secret.
+  onFreshReplicas(
+    () => ({ ...oidcEnv(provider), STATEHOUSE_PUBLIC_URL: PUBLIC_URL }),
+    (first, second) => ([a, b] = [first, second]),
+  );
 
   it('both publish the same signing key', async () => {
     const ka = (await call(a.url, '/.well-known/jwks.json')).json.keys;
@@ -867,21 +854,11 @@ describeOnPostgres(ON_POSTGRES ? REPLICAS : REPLICAS_NA, () => {
 
 describe('rate limiting (STATEHOUSE_AUTH_RATE_LIMIT=3)', () => {
   let server: RunningServer;
-  let cleanup: () => Promise<void>;
 
-  beforeAll(async () => {
-    const fresh = await freshServerEnv();
-    cleanup = fresh.cleanup;
-    server = await spawnServer({
-      ...fresh.env,
-      ...oidcEnv(provider),
-      STATEHOUSE_AUTH_RATE_LIMIT: '3',
-    });
-  });
-  afterAll(async () => {
-    await server?.stop();
-    await cleanup?.();
-  });
+  onFreshServer(
+    (started) => (server = started),
+    () => ({ ...oidcEnv(provider), STATEHOUSE_AUTH_RATE_LIMIT: '3' }),
+  );
 
   it('the 4th exchange within a minute gets a 429 JSON error', async () => {
     const statuses: number[] = [];

@@ -20,7 +20,7 @@
  * a restore must catch. On the embedded database: the data directory, copied with the server
  * stopped. Each run reports the other's drills as skipped, by a name that says where they run.
  */
-import { GetObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import { GetObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
 import { spawn } from 'node:child_process';
 import { createHash, randomUUID } from 'node:crypto';
 import { existsSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
@@ -30,6 +30,8 @@ import { Client } from 'pg';
 import { freshDataDir, freshPostgresDatabase, ON_POSTGRES } from '../support/database';
 import { onPath } from '../support/processes';
 import { readme, readmeBlocks } from '../support/readme';
+import { s3ClientFor } from '../support/s3-client';
+import { S3Creds } from '../support/s3-signer';
 import { childEnv, RunningServer, spawnServer } from '../support/server';
 
 jest.setTimeout(600_000);
@@ -211,26 +213,6 @@ function lockInfo(who: string): { ID: string; body: string } {
   return { ID, body };
 }
 
-function s3Client(s: RunningServer, creds: S3Creds): S3Client {
-  return new S3Client({
-    endpoint: `${s.url}/s3`,
-    forcePathStyle: true,
-    region: 'us-east-1',
-    maxAttempts: 1,
-    credentials: {
-      accessKeyId: creds.AccessKeyId,
-      secretAccessKey: creds.SecretAccessKey,
-      sessionToken: creds.SessionToken,
-    },
-  });
-}
-
-interface S3Creds {
-  AccessKeyId: string;
-  SecretAccessKey: string;
-  SessionToken: string;
-}
-
 // ------------------------------------------------------------------ an installation worth restoring
 
 /** What was made before the backup, and is needed to check the restore. */
@@ -335,7 +317,7 @@ async function populate(s: RunningServer): Promise<Made> {
   const creds = (await ok(s, 'POST', '/v1/auth/issue-s3-creds', 200, { token: ciToken }))
     .json as S3Creds;
   const s3Body = Buffer.from(tfstate(randomUUID(), 1, { door: 's3' }));
-  const client = s3Client(s, creds);
+  const client = s3ClientFor(s, creds);
   try {
     await client.send(
       new PutObjectCommand({ Bucket: 'tfstate', Key: 'team/s3/terraform.tfstate', Body: s3Body }),
@@ -499,7 +481,7 @@ async function expectRestored(
   expect((await call(restored, 'GET', '/v1/auth/me', { token: made.revokedToken })).status).toBe(
     401,
   );
-  const client = s3Client(restored, made.s3Creds);
+  const client = s3ClientFor(restored, made.s3Creds);
   try {
     const got = await client.send(
       new GetObjectCommand({ Bucket: 'tfstate', Key: 'team/s3/terraform.tfstate' }),

@@ -16,20 +16,19 @@
  *    another container, whose PID namespace repeats numbers): an OS lock decides, not a pid.
  */
 import { spawn } from 'node:child_process';
-import { createHash, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { existsSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { join } from 'node:path';
 import { freshServerEnv, ON_POSTGRES } from '../support/database';
+import { sha256Hex } from '../support/hashes';
 import { CLI, TEST_TOKEN } from '../support/paths';
+import { sleep } from '../support/processes';
 import { NODE, RunningServer, spawnServer } from '../support/server';
 
 jest.setTimeout(120_000);
 
 const MiB = 1024 * 1024;
-
-const sha256 = (b: Buffer): string => createHash('sha256').update(b).digest('hex');
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /** A valid Terraform v4 state whose `big` output is a string of about `padding` bytes. */
 function bigState(serial: number, lineage: string, padding: number): Buffer {
@@ -164,7 +163,7 @@ describe('crash safety: SIGKILL during a state upload', () => {
     expect(now.length).toBe(v1.length);
     expect(now.equals(v1)).toBe(true);
     const listed = await versions(s, unit);
-    expect(listed.map((v) => [v.version, v.serial, v.sha256])).toEqual([[1, 1, sha256(v1)]]);
+    expect(listed.map((v) => [v.version, v.serial, v.sha256])).toEqual([[1, 1, sha256Hex(v1)]]);
     const viaApi = await fetch(`${s.url}/v1/units/${encodeURIComponent(unit)}/state`, {
       headers: s.auth,
     });
@@ -227,10 +226,10 @@ describe('crash safety: SIGKILL during a state upload', () => {
     const report =
       `${killOn}, ${next.length} bytes: answer ${outcome.status ?? outcome.error}, ` +
       `current = ${isNext ? 'new' : isPrevious ? 'previous' : 'NEITHER'}`;
-    expect({ report, size: now.length, sha256: sha256(now) }).toEqual({
+    expect({ report, size: now.length, sha256: sha256Hex(now) }).toEqual({
       report: expect.not.stringContaining('NEITHER'),
       size: isNext ? next.length : previous.length,
-      sha256: sha256(isNext ? next : previous),
+      sha256: sha256Hex(isNext ? next : previous),
     });
     // An accepted write is never lost.
     if (outcome.status === 200) expect(report).toMatch(/current = new$/);
@@ -239,7 +238,7 @@ describe('crash safety: SIGKILL during a state upload', () => {
     const last = listed[listed.length - 1];
     expect(listed.map((v) => v.version)).toEqual(listed.map((_, i) => i + 1));
     expect(listed.length).toBe(before.length + (isNext ? 1 : 0));
-    expect(last.sha256).toBe(sha256(now));
+    expect(last.sha256).toBe(sha256Hex(now));
     expect(last.size).toBe(now.length);
     expect(last.serial).toBe(isNext ? serial : serial - 1);
     // Reading the version itself works too.

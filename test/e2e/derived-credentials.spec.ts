@@ -6,10 +6,11 @@
  * measured by polling every 10 ms) —; a login's access token and its S3 credentials stop at
  * logout; expiry never exceeds the parent's; bootstrap-admin mints no S3 credentials.
  */
-import { ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
-import { freshServerEnv, ON_POSTGRES } from '../support/database';
+import { ListObjectsV2Command } from '@aws-sdk/client-s3';
+import { ON_POSTGRES } from '../support/database';
 import { startOidcProvider, TestOidcProvider } from '../support/oidc';
-import { callJson, RunningServer, spawnServer } from '../support/server';
+import { s3ClientFor } from '../support/s3-client';
+import { callJson, onFreshReplicas, onFreshServer, RunningServer } from '../support/server';
 
 jest.setTimeout(180_000);
 
@@ -55,17 +56,7 @@ async function mint(s: RunningServer, bearer: string): Promise<Creds> {
 
 /** The status a ListObjectsV2 through `s` answers with `creds` (one attempt, no retries). */
 async function s3Status(s: RunningServer, creds: Creds): Promise<number> {
-  const client = new S3Client({
-    endpoint: `${s.url}/s3`,
-    forcePathStyle: true,
-    region: 'us-east-1',
-    maxAttempts: 1,
-    credentials: {
-      accessKeyId: creds.AccessKeyId,
-      secretAccessKey: creds.SecretAccessKey,
-      sessionToken: creds.SessionToken,
-    },
-  });
+  const client = s3ClientFor(s, creds);
   try {
     const out = await client.send(new ListObjectsV2Command({ Bucket: 'tfstate' }));
     return out.$metadata.httpStatusCode ?? 0;
@@ -127,22 +118,15 @@ afterAll(async () => {
 
 describe('one server', () => {
   let server: RunningServer;
-  let cleanup: () => Promise<void>;
 
-  beforeAll(async () => {
-    const fresh = await freshServerEnv();
-    cleanup = fresh.cleanup;
-    server = await spawnServer({
-      ...fresh.env,
+  onFreshServer(
+    (started) => (server = started),
+    () => ({
       STATEHOUSE_OIDC_ISSUER: provider.issuer,
       STATEHOUSE_OIDC_CLIENT_ID: CLIENT_ID,
       STATEHOUSE_TOKENS_REFRESH_TTL: '120s',
-    });
-  });
-  afterAll(async () => {
-    await server?.stop();
-    await cleanup?.();
-  });
+    }),
+  );
 
   it('S3 credentials minted with an API token are refused within a second of revoking it', async () => {
     const t = await apiToken(server, 'svc:derived-one');
@@ -214,22 +198,11 @@ if (!ON_POSTGRES)
 describeOnPostgres(ON_POSTGRES ? REPLICAS : REPLICAS_NA, () => {
   let a: RunningServer;
   let b: RunningServer;
-  let cleanup: () => Promise<void>;
 
-  beforeAll(async () => {
-    const fresh = await freshServerEnv();
-    cleanup = fresh.cleanup;
-    const env = {
-      ...fresh.env,
-      STATEHOUSE_OIDC_ISSUER: provider.issuer,
-      STATEHOUSE_OIDC_CLIENT_ID: CLIENT_ID,
-    };
-    [a, b] = await Promise.all([spawnServer(env), spawnServer(env)]);
-  });
-  afterAll(async () => {
-    await Promise.all([a?.stop(), b?.stop()]);
-    await cleanup?.();
-  });
+  onFreshReplicas(
+    () => ({ STATEHOUSE_OIDC_ISSUER: provider.issuer, STATEHOUSE_OIDC_CLIENT_ID: CLIENT_ID }),
+    (first, second) => ([a, b] = [first, second]),
+  );
 
   it('an API token revoked on A: its S3 credentials, just accepted by B, are refused by B within a second', async () => {
     const delays: number[] = [];

@@ -7,6 +7,7 @@
  * transaction holds, too.
  */
 import { onFreshServer, RunningServer } from '../support/server';
+import { tfStateText } from '../support/tf-state';
 
 jest.setTimeout(600_000);
 
@@ -21,16 +22,16 @@ const tfstate = (
   outputs: Record<string, unknown>,
   resources: unknown[] = [],
   lineage = 'history',
-) =>
-  JSON.stringify({
-    version: 4,
-    terraform_version: '1.11.4',
+): string =>
+  tfStateText({
     serial,
     lineage,
-    outputs: Object.fromEntries(
-      Object.entries(outputs).map(([k, v]) => [k, { value: v, type: 'dynamic' }]),
-    ),
+    outputs,
+    outputType: () => 'dynamic',
     resources,
+    checkResults: false,
+    compact: true,
+    newline: false,
   });
 
 describe('a write reading a producer with a long history', () => {

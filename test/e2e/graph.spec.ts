@@ -9,6 +9,7 @@
 import { randomUUID } from 'node:crypto';
 import { freshServerEnv } from '../support/database';
 import { runCli, RunningServer, spawnServer } from '../support/server';
+import { tfStateText } from '../support/tf-state';
 
 jest.setTimeout(120_000);
 
@@ -30,46 +31,33 @@ function tfstate(
   remotes: Remote[] = [],
   sensitive: string[] = [],
 ): string {
-  return JSON.stringify(
-    {
-      version: 4,
-      terraform_version: '1.11.4',
-      serial,
-      lineage,
-      outputs: Object.fromEntries(
-        Object.entries(outputs).map(([k, v]) => [
-          k,
-          {
-            value: v,
-            type: typeof v === 'string' ? 'string' : 'dynamic',
-            ...(sensitive.includes(k) ? { sensitive: true } : {}),
+  return tfStateText({
+    serial,
+    lineage,
+    outputs,
+    outputType: (v) => (typeof v === 'string' ? 'string' : 'dynamic'),
+    sensitive,
+    resources: remotes.map((r) => ({
+      mode: 'data',
+      type: 'terraform_remote_state',
+      name: r.name,
+      provider: 'provider["terraform.io/builtin/terraform"]',
+      instances: [
+        {
+          schema_version: 0,
+          attributes: {
+            backend: r.backend,
+            config: { value: r.config, type: ['object', {}] },
+            defaults: null,
+            outputs: { value: r.outputs, type: ['object', {}] },
+            workspace: r.workspace ?? null,
           },
-        ]),
-      ),
-      resources: remotes.map((r) => ({
-        mode: 'data',
-        type: 'terraform_remote_state',
-        name: r.name,
-        provider: 'provider["terraform.io/builtin/terraform"]',
-        instances: [
-          {
-            schema_version: 0,
-            attributes: {
-              backend: r.backend,
-              config: { value: r.config, type: ['object', {}] },
-              defaults: null,
-              outputs: { value: r.outputs, type: ['object', {}] },
-              workspace: r.workspace ?? null,
-            },
-            sensitive_attributes: [],
-          },
-        ],
-      })),
-      check_results: null,
-    },
-    null,
-    2,
-  );
+          sensitive_attributes: [],
+        },
+      ],
+    })),
+    newline: false,
+  });
 }
 
 interface Status {

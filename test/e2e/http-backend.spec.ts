@@ -4,7 +4,12 @@ import { IncomingHttpHeaders, request as httpRequest } from 'node:http';
 import { join } from 'node:path';
 import { freshServerEnv } from '../support/database';
 import { FIXTURES } from '../support/paths';
-import { RunningServer, spawnServer } from '../support/server';
+import {
+  expectCurrentState,
+  RunningServer,
+  spawnServer,
+  versionNumbersOf,
+} from '../support/server';
 import { tfState } from '../support/services';
 import { simpleFixture } from '../support/tf-state';
 
@@ -207,21 +212,14 @@ describe('Terraform HTTP backend door (/v1/backend/<unit…>)', () => {
     expect(versions.json()).toMatchObject({ code: 'unit_not_found' });
   }
 
-  async function versionNumbers(
+  const versionNumbers = (
     name: string,
     workspace?: string,
     s: RunningServer = server,
-  ): Promise<number[]> {
-    const r = await api(`/v1/units/${enc(name)}/versions${wsq(workspace)}`, s);
-    expect(r.status).toBe(200);
-    return (r.json().items as { version: number }[]).map((v) => v.version);
-  }
+  ): Promise<number[]> => versionNumbersOf(s, name, workspace);
 
-  async function expectState(name: string, bytes: string | Buffer, workspace?: string) {
-    const r = await api(`/v1/units/${enc(name)}/state${wsq(workspace)}`);
-    expect(r.status).toBe(200);
-    expect(r.body.equals(Buffer.from(bytes))).toBe(true);
-  }
+  const expectState = (name: string, bytes: string | Buffer, workspace?: string): Promise<void> =>
+    expectCurrentState(server, name, bytes, workspace);
 
   async function expectNoState(name: string, workspace?: string): Promise<void> {
     const r = await api(`/v1/units/${enc(name)}/state${wsq(workspace)}`);

@@ -20,6 +20,7 @@ import { Client } from 'pg';
 import { createDataSource } from '../../src/database/data-source';
 import { ENTITIES } from '../../src/entities';
 import { freshServerEnv, hostEmbedded, ON_POSTGRES } from '../support/database';
+import { s3ClientFor } from '../support/s3-client';
 import { RunningServer, spawnServer } from '../support/server';
 import { startTcpProxy, TcpProxy } from '../support/tcp-proxy';
 
@@ -157,17 +158,7 @@ beforeAll(async () => {
     SecretAccessKey: string;
     SessionToken: string;
   };
-  s3 = new S3Client({
-    endpoint: `${server.url}/s3`,
-    forcePathStyle: true,
-    region: 'us-east-1',
-    maxAttempts: 1,
-    credentials: {
-      accessKeyId: creds.AccessKeyId,
-      secretAccessKey: creds.SecretAccessKey,
-      sessionToken: creds.SessionToken,
-    },
-  });
+  s3 = s3ClientFor(server, creds);
 });
 
 afterAll(async () => {

@@ -11,25 +11,19 @@
  * CI). A missing tool FAILS its part of this suite, naming the tool — never a silent skip. The
  * AWS CLI v2 is found among the `aws` executables on the PATH by its version (v1 may come first).
  */
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { freshServerEnv } from '../support/database';
 import { CLI, FIXTURES } from '../support/paths';
-import { onPath } from '../support/processes';
+import { CommandRun as Run, onPath, runCommand } from '../support/processes';
 import { apiFetch, NODE, RunningServer, spawnServer, unitVersions } from '../support/server';
 import { tfStateBytes } from '../support/tf-state';
 
 jest.setTimeout(180_000);
 
 const SIMPLE = readFileSync(join(FIXTURES, 'simple.tfstate'));
-
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
 
 let server: RunningServer;
 let cleanup: () => Promise<void>;
@@ -38,17 +32,8 @@ let token: string;
 /** The environment every tool runs in: nothing of the caller's AWS_*, STATEHOUSE_* or proxies. */
 let baseEnv: Record<string, string>;
 
-function run(cmd: string, args: string[], env: Record<string, string>, cwd = work): Promise<Run> {
-  return new Promise((resolve, reject) => {
-    const p = spawn(cmd, args, { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    p.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-    p.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    p.once('error', reject);
-    p.once('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
+const run = (cmd: string, args: string[], env: Record<string, string>, cwd = work): Promise<Run> =>
+  runCommand(cmd, args, { cwd, env, endsAt: 'close' });
 
 function ok(r: Run, what: string): Run {
   if (r.code !== 0) {

@@ -19,11 +19,12 @@
  * log (the queue is stored before the database closes).
  * The figure printed is the shutdown time under load.
  */
-import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { Agent, IncomingHttpHeaders, request } from 'node:http';
 import { connect, Socket } from 'node:net';
 import { freshServerEnv, ON_POSTGRES } from '../support/database';
-import { eventually, portIsFree } from '../support/processes';
+import { sha256Hex } from '../support/hashes';
+import { eventually, portIsFree, sleep } from '../support/processes';
 import { S3Creds, s3Code, signS3 } from '../support/s3-signer';
 import { RunningServer, s3CredentialsFor, spawnServer } from '../support/server';
 import { tfStateBytes } from '../support/tf-state';
@@ -33,9 +34,6 @@ jest.setTimeout(300_000);
 const MiB = 1024 * 1024;
 const GRACE_SECONDS = 2;
 const TIMEOUT_SECONDS = 30;
-
-const sha256 = (b: Buffer): string => createHash('sha256').update(b).digest('hex');
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /** A Terraform v4 state of about `size` bytes, unlike any other (random padding). */
 function tfState(serial: number, size: number): Buffer {
@@ -382,7 +380,7 @@ describe('SIGTERM under load: 20 state writes through both doors', () => {
       expect({ unit: w.unit, listed }).toEqual({
         unit: w.unit,
         listed: [
-          expect.objectContaining({ version: 1, sha256: sha256(w.body), size: w.body.length }),
+          expect.objectContaining({ version: 1, sha256: sha256Hex(w.body), size: w.body.length }),
         ],
       });
       const current = await api(server, `/v1/units/${encodeURIComponent(w.unit)}/state`);
@@ -415,7 +413,7 @@ describe('SIGTERM under load: 20 state writes through both doors', () => {
           status: 200,
         });
         const bytes = Buffer.from(await r.arrayBuffer());
-        expect({ name, size: bytes.length, sha256: sha256(bytes) }).toEqual({
+        expect({ name, size: bytes.length, sha256: sha256Hex(bytes) }).toEqual({
           name,
           size: v.size,
           sha256: v.sha256,

@@ -101,6 +101,41 @@ export function portIsFree(port: number): Promise<boolean> {
   });
 }
 
+/** What a command run to its end said: its exit code and all it wrote. */
+export interface CommandRun {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/**
+ * Runs `command` with no stdin, collecting stdout and stderr, until it ends: at 'close' (its
+ * output streams closed too) or at 'exit' (the process is gone, whoever still holds its pipes).
+ * Rejects only when it cannot be started.
+ */
+export function runCommand(
+  command: string,
+  args: string[],
+  options: { cwd: string; env: Record<string, string>; endsAt: 'close' | 'exit' },
+): Promise<CommandRun> {
+  return new Promise((resolve, reject) => {
+    const p = spawn(command, args, {
+      cwd: options.cwd,
+      env: options.env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    p.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    p.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    p.once('error', reject);
+    p.once(options.endsAt, (code: number | null) => resolve({ code, stdout, stderr }));
+  });
+}
+
+/** Resolves after `ms` milliseconds. */
+export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
 /** Polls `condition` every 50 ms until it holds or `timeoutMs` passed; returns whether it held. */
 export async function eventually(
   condition: () => boolean | Promise<boolean>,

@@ -125,20 +125,49 @@ export function apiFetch(
 }
 
 /**
- * The suite's server on a fresh database: started before its tests and handed to `started`;
- * stopped after them, and its database removed.
+ * The suite's server on a fresh database, with `extraEnv()` (read when it starts) added to its
+ * environment: started before its tests and handed to `started`; stopped after them, and its
+ * database removed.
  */
-export function onFreshServer(started: (server: RunningServer) => void): void {
+export function onFreshServer(
+  started: (server: RunningServer) => void,
+  extraEnv: () => Record<string, string> = () => ({}),
+): void {
   let server: RunningServer | undefined;
   let cleanup: (() => Promise<void>) | undefined;
   beforeAll(async () => {
     const fresh = await freshServerEnv();
     cleanup = fresh.cleanup;
-    server = await spawnServer(fresh.env);
+    server = await spawnServer({ ...fresh.env, ...extraEnv() });
     started(server);
   });
   afterAll(async () => {
     await server?.stop();
+    await cleanup?.();
+  });
+}
+
+/**
+ * Two servers on one fresh database (PostgreSQL: replicas), with `extraEnv()` added to their
+ * environment, started at the same moment (they race to generate what the first start makes) and
+ * handed to `started`; both stopped after the suite's tests, and the database removed.
+ */
+export function onFreshReplicas(
+  extraEnv: () => Record<string, string>,
+  started: (a: RunningServer, b: RunningServer) => void,
+): void {
+  let servers: RunningServer[] = [];
+  let cleanup: (() => Promise<void>) | undefined;
+  beforeAll(async () => {
+    const fresh = await freshServerEnv();
+    cleanup = fresh.cleanup;
+    const env = { ...fresh.env, ...extraEnv() };
+    const [a, b] = await Promise.all([spawnServer(env), spawnServer(env)]);
+    servers = [a, b];
+    started(a, b);
+  });
+  afterAll(async () => {
+    await Promise.all(servers.map((s) => s.stop()));
     await cleanup?.();
   });
 }
@@ -172,6 +201,42 @@ export async function unitVersions(
   if (r.status === 404) return 'no unit';
   expect(r.status).toBe(200);
   return ((await r.json()) as { items: { version: number }[] }).items.map((v) => v.version);
+}
+
+const workspaceQuery = (workspace?: string): string => (workspace ? `?workspace=${workspace}` : '');
+
+/** GET /v1/units/<unit>/<what> in `workspace` (the default one if none); asserts a 200. */
+async function unitRead(
+  server: RunningServer,
+  unit: string,
+  what: 'versions' | 'state',
+  workspace?: string,
+): Promise<Response> {
+  const path = `/v1/units/${encodeURIComponent(unit)}/${what}${workspaceQuery(workspace)}`;
+  const r = await apiFetch(server, path);
+  expect(r.status).toBe(200);
+  return r;
+}
+
+/** The version numbers of `unit` in `workspace` (the default one if none); asserts a 200. */
+export async function versionNumbersOf(
+  server: RunningServer,
+  unit: string,
+  workspace?: string,
+): Promise<number[]> {
+  const r = await unitRead(server, unit, 'versions', workspace);
+  return ((await r.json()) as { items: { version: number }[] }).items.map((v) => v.version);
+}
+
+/** Asserts that the current state of `unit` in `workspace` (the default one if none) is `bytes`. */
+export async function expectCurrentState(
+  server: RunningServer,
+  unit: string,
+  bytes: string | Buffer,
+  workspace?: string,
+): Promise<void> {
+  const r = await unitRead(server, unit, 'state', workspace);
+  expect(Buffer.from(await r.arrayBuffer()).equals(Buffer.from(bytes))).toBe(true);
 }
 
 /** S3 credentials for `subject`: an API token made for it (as bootstrap-admin), exchanged. */

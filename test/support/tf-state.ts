@@ -33,6 +33,10 @@ export interface TfStateOptions {
    * 'string' otherwise. Default: no outputs.
    */
   outputs?: Record<string, unknown>;
+  /** The `type` written for an output's value. Default: 'number' for a number, else 'string'. */
+  outputType?: (value: unknown) => string;
+  /** Outputs marked `sensitive: true`. Default: none. */
+  sensitive?: string[];
   /** The `resources` array as written. Default: empty. */
   resources?: unknown[];
   /** Whether to write `check_results: null` (newer Terraform does). Default true. */
@@ -46,8 +50,15 @@ export interface TfStateOptions {
 /** A Terraform v4 state document as text. */
 export function tfStateText(options: TfStateOptions): string {
   const outputs: Record<string, unknown> = {};
-  for (const [name, value] of Object.entries(options.outputs ?? {}))
-    outputs[name] = { value, type: typeof value === 'number' ? 'number' : 'string' };
+  const outputType =
+    options.outputType ?? ((value) => (typeof value === 'number' ? 'number' : 'string'));
+  for (const [name, value] of Object.entries(options.outputs ?? {})) {
+    outputs[name] = {
+      value,
+      type: outputType(value),
+      ...(options.sensitive?.includes(name) ? { sensitive: true } : {}),
+    };
+  }
   const doc: Record<string, unknown> = {
     version: 4,
     terraform_version: options.terraformVersion ?? '1.11.4',

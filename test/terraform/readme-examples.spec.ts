@@ -35,13 +35,12 @@
  * Without `terraform`, `aws`, `rclone` or `s3cmd` on the PATH the suite FAILS, naming the tool
  * (it never skips).
  */
-import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, dirname, join } from 'node:path';
 import { freshServerEnv } from '../support/database';
 import { CLI, TEST_TOKEN } from '../support/paths';
-import { onPath } from '../support/processes';
+import { CommandRun as Run, onPath, runCommand } from '../support/processes';
 import { ReadmeBlock, readme, readmeBlocks } from '../support/readme';
 import { NODE, RunningServer, spawnServer } from '../support/server';
 
@@ -55,28 +54,12 @@ type Block = ReadmeBlock & { lang: Lang };
 const BLOCKS = readmeBlocks(readme()).filter((b): b is Block => CHECKED.includes(b.lang));
 const RUNNABLE = BLOCKS.filter((b) => b.marker === 'runnable');
 
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-function run(
+const run = (
   command: string,
   args: string[],
   cwd: string,
   env: Record<string, string>,
-): Promise<Run> {
-  return new Promise((resolve, reject) => {
-    const p = spawn(command, args, { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    p.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-    p.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    p.once('error', reject);
-    p.once('exit', (code) => resolve({ code, stdout, stderr }));
-  });
-}
+): Promise<Run> => runCommand(command, args, { cwd, env, endsAt: 'exit' });
 
 /** A comment ending in `exit code N` (`# exit code 4`, `# deny: exit code 4`): that line's exit code. */
 const EXIT_CODE = /\s+#[^#\n]*\bexit code (\d+)\s*$/;

@@ -1,7 +1,7 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
-import { Type } from 'class-transformer';
-import { IsInt, IsOptional, IsString, Matches, Max, MaxLength, Min } from 'class-validator';
+import { IsOptional, IsString, Matches, MaxLength } from 'class-validator';
 import { UnitNameLength } from '../../common/name-fields';
+import { PageCursor, PageLimit } from '../../common/page-fields';
 
 export class CreateUnitDto {
   @ApiProperty({
@@ -30,18 +30,10 @@ export class WriteStateQuery extends WorkspaceQuery {
 }
 
 export class PageQuery {
-  @ApiPropertyOptional({ minimum: 1, maximum: 1000, default: 100 })
-  @IsOptional()
-  @Type(() => Number)
-  @IsInt()
-  @Min(1)
-  @Max(1000)
+  @PageLimit()
   limit?: number;
 
-  @ApiPropertyOptional({ description: 'nextCursor of the previous page' })
-  @IsOptional()
-  @IsString()
-  @MaxLength(2048)
+  @PageCursor(MaxLength(2048))
   cursor?: string;
 }
 
