@@ -66,7 +66,10 @@ export class StateAccess {
   }
 
   /** May the caller see that this state exists (listings)? `unit.read` or `outputs.read`. */
-  async canSee(principal: Principal, addr: { unit: string; workspace?: string }): Promise<boolean> {
+  private async canSee(
+    principal: Principal,
+    addr: { unit: string; workspace?: string },
+  ): Promise<boolean> {
     return (
       (await this.authz.can(principal, 'unit.read', addr)) ||
       (await this.authz.can(principal, 'outputs.read', addr))
