@@ -1,9 +1,9 @@
 import { PGlite } from '@electric-sql/pglite';
-import { PGLiteSocketServer } from '@electric-sql/pglite-socket';
 import { execFile } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { DataDirLock } from './data-dir-lock';
+import { PgliteBridge } from './pglite-bridge';
 
 /** The port number only names the socket file (`.s.PGSQL.<port>`); nothing listens on TCP. */
 export const EMBEDDED_SOCKET_PORT = 5432;
@@ -11,13 +11,13 @@ export const EMBEDDED_SOCKET_PORT = 5432;
 /**
  * The embedded database: PGlite (PostgreSQL in WebAssembly) in `<dataDir>/pg`, served on a Unix
  * socket in `<dataDir>/run` (mode 0700, never a TCP port) so the ordinary `pg` driver can use it
- * through a one-connection pool. One connection means each transaction has PGlite's single
+ * through a one-connection pool (`PgliteBridge`). One connection means each transaction has PGlite's single
  * session to itself; a driver that shared the session would interleave concurrent transactions.
  */
 export class EmbeddedPostgres {
   private constructor(
     private readonly db: PGlite,
-    private readonly server: PGLiteSocketServer,
+    private readonly server: PgliteBridge,
     readonly socketDir: string,
     private readonly dirLock: DataDirLock,
   ) {}
@@ -37,7 +37,7 @@ export class EmbeddedPostgres {
       // shrinks: initialise a new data dir in a short-lived child process instead.
       if (!existsSync(join(pgDir, 'PG_VERSION'))) await initInChildProcess(pgDir);
       const db = await PGlite.create({ dataDir: pgDir });
-      const server = new PGLiteSocketServer({ db, path: socketPath, maxConnections: 1 });
+      const server = new PgliteBridge(db, socketPath);
       await server.start();
       return new EmbeddedPostgres(db, server, socketDir, dirLock);
     } catch (e) {

@@ -1,0 +1,181 @@
+import { ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { connect } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Client } from 'pg';
+import { ROOT } from '../support/paths';
+
+// The bridge between the `pg` driver and the embedded database's single session (the built
+// src/database/pglite-bridge.ts), on a real in-memory PGlite in its own process and a real
+// Unix socket.
+describe('PgliteBridge', () => {
+  let host: ChildProcessWithoutNullStreams;
+  let dir: string;
+  let lines: string[] = [];
+  let waiting: ((line: string) => void) | undefined;
+
+  const client = () =>
+    new Client({ host: dir, port: 5432, user: 'postgres', database: 'postgres' });
+  const nextLine = () =>
+    new Promise<string>((resolve) => {
+      const line = lines.shift();
+      if (line !== undefined) resolve(line);
+      else waiting = resolve;
+    });
+  const ask = async (question: 'calls' | 'intx') => {
+    host.stdin.write(`${question}\n`);
+    return (await nextLine()).split(' ')[1];
+  };
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'statehouse-bridge-'));
+    host = spawn(
+      process.execPath,
+      [join(ROOT, 'test/support/pglite-bridge-host.js'), join(dir, '.s.PGSQL.5432')],
+      { cwd: ROOT },
+    );
+    let buffered = '';
+    host.stdout.on('data', (d: Buffer) => {
+      buffered += d.toString();
+      let nl;
+      while ((nl = buffered.indexOf('\n')) >= 0) {
+        const line = buffered.slice(0, nl);
+        buffered = buffered.slice(nl + 1);
+        if (waiting) {
+          const w = waiting;
+          waiting = undefined;
+          w(line);
+        } else lines.push(line);
+      }
+    });
+    let stderr = '';
+    host.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    const first = await Promise.race([
+      nextLine(),
+      new Promise<string>((resolve) => host.once('exit', () => resolve(`exited: ${stderr}`))),
+    ]);
+    expect(first).toBe('ready');
+    const c = client();
+    await c.connect();
+    await c.query('CREATE TABLE t (id int PRIMARY KEY, body text)');
+    await c.end();
+  });
+
+  afterAll(async () => {
+    const exited = new Promise((resolve) => host.once('exit', resolve));
+    host.stdin.end();
+    await exited;
+    rmSync(dir, { recursive: true, force: true });
+    lines = [];
+  });
+
+  it('hands a parameterized query to PGlite in one call, not one per protocol message', async () => {
+    const c = client();
+    await c.connect();
+    try {
+      await c.query('SELECT $1::int AS n', [1]); // warm: the driver's first query
+      await ask('calls');
+      const { rows } = await c.query('SELECT $1::int + 1 AS n', [41]);
+      expect(rows).toEqual([{ n: 42 }]);
+      expect(await ask('calls')).toBe('1');
+    } finally {
+      await c.end();
+    }
+  });
+
+  it('keeps the session usable after a failing query', async () => {
+    const c = client();
+    await c.connect();
+    try {
+      await expect(c.query('SELECT nope FROM t')).rejects.toThrow(/column "nope" does not exist/);
+      await expect(c.query('SELECT $1::text AS v', ['after'])).resolves.toMatchObject({
+        rows: [{ v: 'after' }],
+      });
+    } finally {
+      await c.end();
+    }
+  });
+
+  it('delivers a large result byte for byte (answers are copied out of WebAssembly memory)', async () => {
+    const c = client();
+    await c.connect();
+    try {
+      const body = 'x'.repeat(100_000);
+      await c.query('INSERT INTO t SELECT g, $1 || g FROM generate_series(1, 40) g', [body]);
+      const { rows } = await c.query<{ id: number; body: string }>(
+        'SELECT id, body FROM t ORDER BY id',
+      );
+      expect(rows).toHaveLength(40);
+      rows.forEach((r, i) => expect(r.body).toBe(body + String(i + 1)));
+    } finally {
+      await c.query('DELETE FROM t');
+      await c.end();
+    }
+  });
+
+  it('rolls back the transaction of a connection that goes away inside it', async () => {
+    const first = client();
+    await first.connect();
+    first.on('error', () => undefined);
+    await first.query('BEGIN');
+    await first.query("INSERT INTO t VALUES (1, 'uncommitted')");
+    // The connection drops without COMMIT (a killed client, a broken socket).
+    (
+      first as unknown as { connection: { stream: { destroy(): void } } }
+    ).connection.stream.destroy();
+    const next = await connectWhenFree(client);
+    try {
+      const { rows } = await next.query('SELECT count(*)::int AS n FROM t');
+      expect(rows).toEqual([{ n: 0 }]);
+      // …and the next connection does not start inside the dead one's transaction.
+      await next.query("INSERT INTO t VALUES (2, 'committed')");
+      expect(await ask('intx')).toBe('false');
+    } finally {
+      await next.query('DELETE FROM t');
+      await next.end();
+    }
+  });
+
+  it('refuses a second connection while one is open: two clients would share one session', async () => {
+    const first = client();
+    await first.connect();
+    try {
+      const second = client();
+      await expect(second.connect()).rejects.toThrow();
+      await expect(first.query('SELECT 1 AS one')).resolves.toMatchObject({ rows: [{ one: 1 }] });
+    } finally {
+      await first.end();
+    }
+  });
+
+  it('answers an SSL request with "N" (no TLS on a local socket)', async () => {
+    const reply = await new Promise<Buffer>((resolve, reject) => {
+      const socket = connect(join(dir, '.s.PGSQL.5432'));
+      const request = Buffer.alloc(8);
+      request.writeInt32BE(8, 0);
+      request.writeInt32BE(80877103, 4);
+      socket.once('data', (d) => {
+        socket.destroy();
+        resolve(d);
+      });
+      socket.once('error', reject);
+      socket.write(request);
+    });
+    expect(reply.toString()).toBe('N');
+  });
+});
+
+/** The bridge frees its one slot once it has seen the old socket close. */
+async function connectWhenFree(make: () => Client): Promise<Client> {
+  for (let attempt = 0; ; attempt++) {
+    const c = make();
+    try {
+      await c.connect();
+      return c;
+    } catch (e) {
+      if (attempt >= 20) throw e;
+      await new Promise((r) => setTimeout(r, 25));
+    }
+  }
+}
