@@ -17,6 +17,7 @@ import {
   DatabaseErrorObserver,
   databaseTarget,
 } from './data-source';
+import { DataChanges } from './data-changes';
 import { EmbeddedPostgres } from './embedded-postgres';
 import { codeSchema, prepareSchema } from './migrator';
 import { behindMessage, newerMessage } from './schema-compat';
@@ -94,6 +95,11 @@ export class DatabaseHandle implements OnApplicationShutdown {
     }
   }
 
+  /** See `DataChanges`: counted on the embedded database only. */
+  embeddedChanges(): number | undefined {
+    return this.embedded?.changes;
+  }
+
   private async analyze(): Promise<void> {
     const started = Date.now();
     try {
@@ -160,8 +166,13 @@ export class DatabaseModule {
           useFactory: (handle: DatabaseHandle) => handle.open(),
           inject: [DatabaseHandle],
         },
+        {
+          provide: DataChanges,
+          useFactory: (handle: DatabaseHandle) => new DataChanges(() => handle.embeddedChanges()),
+          inject: [DatabaseHandle],
+        },
       ],
-      exports: [DataSource, SharedSecrets],
+      exports: [DataSource, SharedSecrets, DataChanges],
     };
   }
 }

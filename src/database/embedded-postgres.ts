@@ -46,6 +46,11 @@ export class EmbeddedPostgres {
     }
   }
 
+  /** See `PgliteBridge.changes`. */
+  get changes(): number {
+    return this.server.changes;
+  }
+
   async stop(): Promise<void> {
     try {
       await this.server.stop();

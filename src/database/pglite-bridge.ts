@@ -6,6 +6,57 @@ const SSL_REQUEST = 80877103;
 const GSSENC_REQUEST = 80877104;
 const CANCEL_REQUEST = 80877102;
 const TERMINATE = 0x58; // 'X'
+const QUERY = 0x51; // 'Q'
+const PARSE = 0x50; // 'P'
+const BIND = 0x42; // 'B'
+
+/** `SELECT … INTO` creates a table. */
+const SELECT_INTO = /\binto\b/i;
+
+/** Whether a frontend message may change data (conservative: unknown means yes). */
+function mayChangeData(message: Buffer): boolean {
+  const type = message[0];
+  if (type === QUERY) return !readOnly(cstring(message, 5));
+  if (type === PARSE) {
+    const nameEnd = message.indexOf(0, 5);
+    return nameEnd < 0 || !readOnly(cstring(message, nameEnd + 1));
+  }
+  // A named statement was parsed earlier; what it does is not looked up again.
+  if (type === BIND) {
+    const portalEnd = message.indexOf(0, 5);
+    return portalEnd < 0 || message[portalEnd + 1] !== 0;
+  }
+  return false;
+}
+
+function cstring(message: Buffer, start: number): string {
+  const end = message.indexOf(0, start);
+  return message.toString('utf8', start, end < 0 ? message.length : end);
+}
+
+/** SQL that changes no data: a plain SELECT or SHOW (after comments and parentheses). */
+function readOnly(sql: string): boolean {
+  const keyword = /^(select|show)\b/i.exec(sql.slice(leadingNoise(sql)));
+  return keyword !== null && !SELECT_INTO.test(sql);
+}
+
+/** Where the first keyword starts: after whitespace, `--` and block comments, `(`. */
+function leadingNoise(sql: string): number {
+  let i = 0;
+  for (;;) {
+    const c = sql[i];
+    if (c === ' ' || c === '\n' || c === '\t' || c === '\r' || c === '(') i++;
+    else if (sql.startsWith('--', i)) {
+      const nl = sql.indexOf('\n', i);
+      if (nl < 0) return sql.length;
+      i = nl + 1;
+    } else if (sql.startsWith('/*', i)) {
+      const end = sql.indexOf('*/', i + 2);
+      if (end < 0) return sql.length;
+      i = end + 2;
+    } else return i;
+  }
+}
 
 /**
  * Serves PGlite's single session to the `pg` driver over a Unix socket, one connection at a time.
@@ -14,20 +65,33 @@ const TERMINATE = 0x58; // 'X'
  * (Parse, Bind, Describe, Execute, Sync) costs one trip into WebAssembly, not five; PostgreSQL
  * reads the batch in order exactly as it reads a socket. Calls are serialized, and a connection
  * that closes inside a transaction has it rolled back before anything of the next one runs.
- * A second connection while one is open is refused: two clients would interleave their
- * transactions in the one session.
+ * A connection that arrives while another is open waits until that one has closed: two clients
+ * would interleave their transactions in the one session (and a pool that replaces a closed
+ * connection may connect before this side has seen the close).
  */
 export class PgliteBridge {
   private readonly server: Server;
   private active: Socket | undefined;
+  private readonly waiting: Socket[] = [];
   /** Every call into PGlite runs on this chain, one after the other. */
   private chain: Promise<unknown> = Promise.resolve();
+  private changeCount = 0;
 
   constructor(
     private readonly db: PGlite,
     private readonly path: string,
   ) {
     this.server = createServer((socket) => this.accept(socket));
+  }
+
+  /**
+   * How many batches that may change data have been handed on so far (counted when they are
+   * queued, before they run; transaction control counts too). What a plain SELECT read stays
+   * true while this count is unchanged: this process is the only client of the database, and
+   * its schema has no trigger or function that writes, so a SELECT never changes data.
+   */
+  get changes(): number {
+    return this.changeCount;
   }
 
   start(): Promise<void> {
@@ -40,9 +104,10 @@ export class PgliteBridge {
     });
   }
 
-  /** Stops listening, closes the open connection and waits for PGlite to finish its work. */
+  /** Stops listening, closes the open connections and waits for PGlite to finish its work. */
   async stop(): Promise<void> {
     const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
+    for (const socket of this.waiting.splice(0)) socket.destroy();
     this.active?.destroy();
     await closed;
     await this.chain;
@@ -50,9 +115,18 @@ export class PgliteBridge {
 
   private accept(socket: Socket): void {
     if (this.active) {
-      socket.end('Too many connections\n');
+      socket.pause();
+      this.waiting.push(socket);
+      socket.once('close', () => {
+        const at = this.waiting.indexOf(socket);
+        if (at >= 0) this.waiting.splice(at, 1);
+      });
       return;
     }
+    this.serve(socket);
+  }
+
+  private serve(socket: Socket): void {
     this.active = socket;
     let pending: Buffer = Buffer.alloc(0);
     let started = false;
@@ -85,12 +159,14 @@ export class PgliteBridge {
         if (left < 5) break;
         const length = 1 + pending.readInt32BE(offset + 1);
         if (length < 5 || left < length) break;
-        if (pending[offset] === TERMINATE) terminate = true;
-        else messages.push(pending.subarray(offset, offset + length));
+        const message = pending.subarray(offset, offset + length);
+        if (message[0] === TERMINATE) terminate = true;
+        else messages.push(message);
         offset += length;
       }
       pending = pending.subarray(offset);
       if (messages.length > 0) {
+        if (messages.some(mayChangeData)) this.changeCount++;
         const batch = new Uint8Array(Buffer.concat(messages));
         run(() =>
           this.db.execProtocolRawStream(batch, {
@@ -109,7 +185,13 @@ export class PgliteBridge {
       run(async () => {
         if (this.db.isInTransaction()) await this.db.exec('ROLLBACK');
       });
-      if (this.active === socket) this.active = undefined;
+      if (this.active !== socket) return;
+      this.active = undefined;
+      const next = this.waiting.shift();
+      if (next) {
+        this.serve(next);
+        next.resume();
+      }
     });
   }
 }

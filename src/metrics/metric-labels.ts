@@ -221,3 +221,6 @@ export function dbErrorKind(e: unknown, unreachable: boolean): DbErrorKind {
 
 /** Blob store operations whose failures are counted. */
 export const BLOB_OPERATIONS = BLOB_STORE_OPERATIONS;
+
+/** How a cached read was answered: from memory, or from the database. */
+export const CACHE_RESULTS = ['hit', 'miss'] as const;

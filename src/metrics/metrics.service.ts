@@ -11,6 +11,7 @@ import {
   authFailureReason,
   AUTHZ_RESULTS,
   BLOB_OPERATIONS,
+  CACHE_RESULTS,
   DB_ERROR_KINDS,
   dbErrorKind,
   DOOR_LABELS,
@@ -53,6 +54,7 @@ export const METRIC_LABELS = {
   statehouse_db_pool_max_connections: {},
   statehouse_db_errors_total: { kind: DB_ERROR_KINDS },
   statehouse_blob_store_errors_total: { operation: BLOB_OPERATIONS },
+  statehouse_state_read_cache_total: { result: CACHE_RESULTS },
 } as const satisfies Record<string, Record<string, readonly string[] | 'route' | 'any'>>;
 
 type MetricName = keyof typeof METRIC_LABELS;

@@ -4,6 +4,7 @@ import { DataSource } from 'typeorm';
 import { AuditService } from '../audit/audit.service';
 import { poolUse } from '../database/data-source';
 import { LocksService } from '../state/locks/locks.service';
+import { StateRepository } from '../state/state.repository';
 import { CachedReading } from './cached-reading';
 import { MetricsService } from '../metrics/metrics.service';
 
@@ -28,6 +29,7 @@ export class MetricsSources implements OnModuleInit {
     private readonly locks: LocksService,
     private readonly audit: AuditService,
     private readonly db: DataSource,
+    private readonly states: StateRepository,
   ) {}
 
   onModuleInit(): void {
@@ -60,6 +62,20 @@ export class MetricsSources implements OnModuleInit {
         if (!r) this.remove();
         else if (r.value.held === 0) this.set(0);
         else this.set(r.value.oldestAgeSeconds + (Date.now() - r.at) / 1000);
+      },
+    });
+
+    const states = this.states;
+    new Counter({
+      name: 'statehouse_state_read_cache_total',
+      help: 'Current-version lookups of state reads on the embedded database, answered from memory (hit) or by a query (miss)',
+      labelNames: ['result'],
+      registers,
+      collect() {
+        const { hits, misses } = states.currentCacheCounts();
+        this.reset();
+        this.inc({ result: 'hit' }, hits);
+        this.inc({ result: 'miss' }, misses);
       },
     });
 

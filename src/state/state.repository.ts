@@ -1,4 +1,5 @@
-import { Injectable } from '@nestjs/common';
+import { Injectable, Optional } from '@nestjs/common';
+import { DataChanges } from '../database/data-changes';
 import { transaction, TransactionWork } from '../database/transaction';
 import { sqlRows } from '../database/sql';
 import { DataSource, EntityManager } from 'typeorm';
@@ -103,6 +104,62 @@ const VERSION_COLUMNS = `v.id, v.state_id, v.version, v.serial, v.lineage, v.ter
   v.sensitive_outputs, v.output_set_digest, v.public_output_set_digest, v.created_at, v.created_by,
   v.door, v.restored_from`;
 
+export interface CurrentRows {
+  unit: UnitRow | undefined;
+  version: VersionRow | undefined;
+}
+
+/** Cached current versions: at most this many, of at most this many bytes of states together. */
+const CURRENT_CACHE_ENTRIES = 10_000;
+const CURRENT_CACHE_STATE_BYTES = 32 * 1024 * 1024;
+
+/** `findCurrent` answers, each valid while the data-change count it was read at holds. */
+class CurrentCache {
+  hits = 0;
+  misses = 0;
+  private readonly entries = new Map<string, { changes: number; rows: CurrentRows }>();
+  private bytes = 0;
+
+  get(unit: string, workspace: string, changes: number): CurrentRows | undefined {
+    const entry = this.entries.get(key(unit, workspace));
+    return entry?.changes === changes ? entry.rows : undefined;
+  }
+
+  put(unit: string, workspace: string, changes: number, rows: CurrentRows): CurrentRows {
+    const size = rows.version ? Number(rows.version.size) : 0;
+    if (size > CURRENT_CACHE_STATE_BYTES / 4) return rows;
+    if (
+      this.bytes + size > CURRENT_CACHE_STATE_BYTES ||
+      this.entries.size >= CURRENT_CACHE_ENTRIES
+    ) {
+      this.entries.clear();
+      this.bytes = 0;
+    }
+    const k = key(unit, workspace);
+    const old = this.entries.get(k);
+    if (old?.rows.version) this.bytes -= Number(old.rows.version.size);
+    this.entries.set(k, { changes, rows: deepFreeze(rows) });
+    this.bytes += size;
+    return rows;
+  }
+}
+
+/** Unit names and workspace names hold no NUL (`assertUnitName`, `assertWorkspace`). */
+const key = (unit: string, workspace: string) => `${unit}\0${workspace}`;
+
+function deepFreeze<T>(value: T): T {
+  if (
+    value !== null &&
+    typeof value === 'object' &&
+    !ArrayBuffer.isView(value) &&
+    !Object.isFrozen(value)
+  ) {
+    Object.freeze(value);
+    for (const v of Object.values(value)) deepFreeze(v);
+  }
+  return value;
+}
+
 /**
  * SQL for units, states (a unit's workspaces) and versions. Methods that take an
  * `EntityManager` run inside the caller's transaction; on the embedded database (one
@@ -110,7 +167,13 @@ const VERSION_COLUMNS = `v.id, v.state_id, v.version, v.serial, v.lineage, v.ter
  */
 @Injectable()
 export class StateRepository {
-  constructor(private readonly db: DataSource) {}
+  private readonly currentCache = new CurrentCache();
+
+  constructor(
+    private readonly db: DataSource,
+    /** Absent where nothing is counted (PostgreSQL, tests that build the repository alone). */
+    @Optional() private readonly changes?: DataChanges,
+  ) {}
 
   /**
    * Runs `work` in a READ COMMITTED transaction. A deadlock or serialization failure rolls the
@@ -285,11 +348,35 @@ export class StateRepository {
   /**
    * The current version of a live state of a live unit, in one read: what GET serves.
    */
-  async findCurrent(
+  /**
+   * The unit and its workspace's current version. On the embedded database a read outside a
+   * transaction is answered from memory while no statement that may change data has run since
+   * it was read (`DataChanges`); the rows handed out are then shared, so they are frozen.
+   */
+  async findCurrent(m: EntityManager, unitName: string, workspace: string): Promise<CurrentRows> {
+    // Counted before the query: a change queued meanwhile makes what it returns stale at once.
+    const changes = m === this.db.manager ? this.changes?.count() : undefined;
+    if (changes === undefined) return this.queryCurrent(m, unitName, workspace);
+    const cached = this.currentCache.get(unitName, workspace, changes);
+    if (cached) {
+      this.currentCache.hits++;
+      return cached;
+    }
+    this.currentCache.misses++;
+    const found = await this.queryCurrent(m, unitName, workspace);
+    return this.currentCache.put(unitName, workspace, changes, found);
+  }
+
+  /** How `findCurrent` was answered on the embedded database: from memory, or by a query. */
+  currentCacheCounts(): { hits: number; misses: number } {
+    return { hits: this.currentCache.hits, misses: this.currentCache.misses };
+  }
+
+  private async queryCurrent(
     m: EntityManager,
     unitName: string,
     workspace: string,
-  ): Promise<{ unit: UnitRow | undefined; version: VersionRow | undefined }> {
+  ): Promise<CurrentRows> {
     const rows = await sqlRows<VersionRow & { unit_id: string; unit_deleted_at: Date | null }>(
       m,
       `SELECT u.id AS unit_id, u.deleted_at AS unit_deleted_at, ${VERSION_COLUMNS}

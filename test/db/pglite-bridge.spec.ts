@@ -23,7 +23,7 @@ describe('PgliteBridge', () => {
       if (line !== undefined) resolve(line);
       else waiting = resolve;
     });
-  const ask = async (question: 'calls' | 'intx') => {
+  const ask = async (question: 'calls' | 'intx' | 'changes') => {
     host.stdin.write(`${question}\n`);
     return (await nextLine()).split(' ')[1];
   };
@@ -124,7 +124,8 @@ describe('PgliteBridge', () => {
     (
       first as unknown as { connection: { stream: { destroy(): void } } }
     ).connection.stream.destroy();
-    const next = await connectWhenFree(client);
+    const next = client();
+    await next.connect();
     try {
       const { rows } = await next.query('SELECT count(*)::int AS n FROM t');
       expect(rows).toEqual([{ n: 0 }]);
@@ -137,15 +138,47 @@ describe('PgliteBridge', () => {
     }
   });
 
-  it('refuses a second connection while one is open: two clients would share one session', async () => {
+  it('makes a second connection wait until the first is gone: two clients would share one session', async () => {
     const first = client();
     await first.connect();
+    await first.query('BEGIN');
+    await first.query("INSERT INTO t VALUES (3, 'first')");
+    const second = client();
+    const seen = second.connect().then(() => second.query('SELECT count(*)::int AS n FROM t'));
+    await new Promise((r) => setTimeout(r, 100));
+    // Still served alone: the first one's transaction is not interleaved with anything.
+    await first.query('ROLLBACK');
+    await first.end();
     try {
-      const second = client();
-      await expect(second.connect()).rejects.toThrow();
-      await expect(first.query('SELECT 1 AS one')).resolves.toMatchObject({ rows: [{ one: 1 }] });
+      expect((await seen).rows).toEqual([{ n: 0 }]);
     } finally {
-      await first.end();
+      await second.end();
+    }
+  });
+
+  it('counts what may change data, and only that (what a cached read relies on)', async () => {
+    const c = client();
+    await c.connect();
+    const moved = async (sql: string, values?: unknown[]) => {
+      const before = Number(await ask('changes'));
+      await c.query(sql, values);
+      return Number(await ask('changes')) - before;
+    };
+    try {
+      expect(await moved('SELECT count(*) FROM t WHERE id = $1', [1])).toBe(0);
+      expect(await moved('  -- a comment\n/* another */ (SELECT 1)')).toBe(0);
+      expect(await moved('SHOW server_version')).toBe(0);
+      expect(await moved("INSERT INTO t VALUES ($1, 'a')", [7])).toBe(1);
+      expect(await moved("UPDATE t SET body = 'b' WHERE id = 7")).toBe(1);
+      expect(
+        await moved('WITH gone AS (DELETE FROM t RETURNING id) SELECT count(*) FROM gone'),
+      ).toBe(1);
+      expect(await moved('SELECT 1 AS x INTO TEMP copied')).toBe(1);
+      expect(await moved('BEGIN')).toBe(1);
+      expect(await moved('SELECT 1')).toBe(0);
+      expect(await moved('ROLLBACK')).toBe(1);
+    } finally {
+      await c.end();
     }
   });
 
@@ -165,17 +198,3 @@ describe('PgliteBridge', () => {
     expect(reply.toString()).toBe('N');
   });
 });
-
-/** The bridge frees its one slot once it has seen the old socket close. */
-async function connectWhenFree(make: () => Client): Promise<Client> {
-  for (let attempt = 0; ; attempt++) {
-    const c = make();
-    try {
-      await c.connect();
-      return c;
-    } catch (e) {
-      if (attempt >= 20) throw e;
-      await new Promise((r) => setTimeout(r, 25));
-    }
-  }
-}

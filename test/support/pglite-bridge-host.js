@@ -2,7 +2,8 @@
 // Serves an in-memory PGlite through `PgliteBridge` on the socket path argv[2], for
 // test/db/pglite-bridge.spec.ts (PGlite cannot load inside Jest's module sandbox). Prints
 // "ready"; answers the lines "calls" (calls into PGlite since the last "calls") and "intx"
-// (whether the session is inside a transaction) on stdin; stops when stdin closes.
+// (whether the session is inside a transaction) and "changes" (the bridge's count of batches
+// that may change data) on stdin; stops when stdin closes.
 const { PGlite } = require('@electric-sql/pglite');
 const { PgliteBridge } = require('../../dist/src/database/pglite-bridge');
 
@@ -26,6 +27,8 @@ const { PgliteBridge } = require('../../dist/src/database/pglite-bridge');
       if (line === 'calls') {
         process.stdout.write(`calls ${calls}\n`);
         calls = 0;
+      } else if (line === 'changes') {
+        process.stdout.write(`changes ${bridge.changes}\n`);
       } else if (line === 'intx') {
         process.stdout.write(`intx ${db.isInTransaction()}\n`);
       }

@@ -11,6 +11,7 @@ import { DomainError } from '../../src/common/errors';
 import { RequestContext, runWithRequestContext } from '../../src/common/request-context';
 import { loadConfig } from '../../src/config/config';
 import type { LocksService } from '../../src/state/locks/locks.service';
+import type { StateRepository } from '../../src/state/state.repository';
 import { CachedReading } from '../../src/monitoring/cached-reading';
 import {
   AUTH_FAILURE_REASONS,
@@ -548,7 +549,10 @@ describe('MetricsSources', () => {
     const audit = new LossyAudit();
     const locks = { heldSummary: options.held } as unknown as LocksService;
     const db = { driver: { master: options.pool } } as unknown as DataSource;
-    new MetricsSources(metrics, locks, audit, db).onModuleInit();
+    const states = {
+      currentCacheCounts: () => ({ hits: 3, misses: 1 }),
+    } as unknown as StateRepository;
+    new MetricsSources(metrics, locks, audit, db, states).onModuleInit();
     audit.record({
       type: 'auth.failed',
       actor: 'anonymous',
@@ -576,6 +580,8 @@ describe('MetricsSources', () => {
     expect(valueOf(s, 'statehouse_auth_failures_total', { door: 's3', reason: 'expired' })).toBe(1);
     const failures = s.filter((x) => x.name === 'statehouse_auth_failures_total');
     expect(failures.reduce((n, x) => n + x.value, 0)).toBe(1);
+    expect(valueOf(s, 'statehouse_state_read_cache_total', { result: 'hit' })).toBe(3);
+    expect(valueOf(s, 'statehouse_state_read_cache_total', { result: 'miss' })).toBe(1);
   });
 
   it('shows no lock or pool value it could not read (a gap, not a wrong number)', async () => {

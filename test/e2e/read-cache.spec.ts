@@ -1,0 +1,109 @@
+import { ON_POSTGRES } from '../support/database';
+import { parseExposition, valueOf } from '../support/metrics';
+import { apiFetch, onFreshServer, RunningServer } from '../support/server';
+import { tfState } from '../support/services';
+
+/**
+ * On the embedded database the current version of a state is looked up in memory while no
+ * statement that may change data has run since it was read. Every change — through any door —
+ * must show in the very next read, and reads with nothing changed must not query. On
+ * PostgreSQL (other replicas write too) nothing is kept: every read queries.
+ */
+
+jest.setTimeout(60_000);
+
+const enc = encodeURIComponent;
+
+describe(`state reads and the current-version cache (${ON_POSTGRES ? 'PostgreSQL' : 'embedded'})`, () => {
+  let server: RunningServer;
+  onFreshServer((s) => (server = s));
+
+  const unitPath = (name: string) => `/v1/units/${enc(name)}`;
+  const put = async (name: string, body: string) => {
+    const r = await apiFetch(server, `${unitPath(name)}/state`, {
+      method: 'PUT',
+      body,
+      headers: { 'Content-Type': 'application/json' },
+    });
+    expect(r.status).toBe(200);
+  };
+  /** The state through the API and through the HTTP backend: the same answer, as text. */
+  const read = async (name: string): Promise<string | number> => {
+    const [api, backend] = await Promise.all([
+      apiFetch(server, `${unitPath(name)}/state`),
+      apiFetch(server, `/v1/backend/${name}`),
+    ]);
+    const [a, b] = [await api.text(), await backend.text()];
+    expect({ status: backend.status, body: backend.status === 200 ? b : '' }).toEqual({
+      status: api.status,
+      body: api.status === 200 ? a : '',
+    });
+    return api.status === 200 ? a : api.status;
+  };
+  const call = async (method: string, path: string) => {
+    const r = await apiFetch(server, path, { method });
+    expect(r.status).toBeLessThan(300);
+  };
+  const cacheCounts = async () => {
+    const samples = parseExposition(await (await apiFetch(server, '/metrics')).text());
+    return {
+      hits: valueOf(samples, 'statehouse_state_read_cache_total', { result: 'hit' }) ?? 0,
+      misses: valueOf(samples, 'statehouse_state_read_cache_total', { result: 'miss' }) ?? 0,
+    };
+  };
+
+  it('reads with nothing changed in between are answered without a query (embedded only)', async () => {
+    const name = 'cache/repeat';
+    const body = tfState(1, 'lineage-c');
+    await put(name, body);
+    const before = await cacheCounts();
+    for (let i = 0; i < 20; i++) expect(await read(name)).toBe(body);
+    const after = await cacheCounts();
+    const hits = after.hits - before.hits;
+    const misses = after.misses - before.misses;
+    if (ON_POSTGRES) {
+      expect({ hits, misses }).toEqual({ hits: 0, misses: 0 });
+    } else {
+      // 40 reads; the batched audit insert of the reads (every 250 ms) is a change too.
+      expect(hits + misses).toBe(40);
+      expect(hits).toBeGreaterThanOrEqual(30);
+    }
+  });
+
+  it('shows every change in the very next read: write, restore, delete, undelete, purge', async () => {
+    const name = 'cache/changes';
+    const v1 = tfState(1, 'lineage-x', { v: 1 });
+    const v2 = tfState(2, 'lineage-x', { v: 2 });
+    await put(name, v1);
+    expect(await read(name)).toBe(v1);
+    await put(name, v2);
+    expect(await read(name)).toBe(v2);
+    await call('POST', `${unitPath(name)}/versions/1/restore`);
+    expect(await read(name)).toBe(v1);
+    await call('DELETE', `${unitPath(name)}/state`);
+    expect(await read(name)).toBe(404);
+    await call('POST', `${unitPath(name)}/undelete?workspace=default`);
+    expect(await read(name)).toBe(v1);
+    await call('DELETE', unitPath(name));
+    expect(await read(name)).toBe(404);
+    await call('POST', `${unitPath(name)}/undelete`);
+    expect(await read(name)).toBe(v1);
+    await call('DELETE', unitPath(name));
+    await call('POST', `${unitPath(name)}/purge`);
+    expect(await read(name)).toBe(404);
+    // A new unit of the same name starts from nothing.
+    const fresh = tfState(1, 'lineage-new');
+    await put(name, fresh);
+    expect(await read(name)).toBe(fresh);
+  });
+
+  it('a write through the HTTP backend shows in the next read through the API', async () => {
+    const name = 'cache/doors';
+    await put(name, tfState(1, 'lineage-d'));
+    expect(await read(name)).toBe(tfState(1, 'lineage-d'));
+    const next = tfState(2, 'lineage-d');
+    const r = await apiFetch(server, `/v1/backend/${name}`, { method: 'POST', body: next });
+    expect(r.status).toBe(200);
+    expect(await read(name)).toBe(next);
+  });
+});
