@@ -51,6 +51,8 @@ export interface AppConfig {
     driver: BlobDriverName;
     fsDir: string;
     s3: S3StorageConfig | undefined;
+    /** Memory for the bytes of recently read blobs (0: none kept). */
+    cacheMiB: number;
   };
   maxVersions: number;
   maxStateBytes: number;
@@ -366,6 +368,7 @@ const storageReader = reader(
     'STATEHOUSE_STORAGE_S3_REGION',
     'STATEHOUSE_STORAGE_S3_ENDPOINT',
     'STATEHOUSE_STORAGE_S3_FORCE_PATH_STYLE',
+    'STATEHOUSE_BLOB_CACHE_MIB',
   ],
   (r, dataDir: string, externalDatabase: boolean): AppConfig['storage'] => {
     const driverRaw = r.str('STATEHOUSE_STORAGE');
@@ -402,7 +405,8 @@ const storageReader = reader(
         forcePathStyle: r.bool('STATEHOUSE_STORAGE_S3_FORCE_PATH_STYLE'),
       };
     }
-    return { driver, fsDir, s3 };
+    const cacheMiB = r.int('STATEHOUSE_BLOB_CACHE_MIB', 64, 0, 65_536);
+    return { driver, fsDir, s3, cacheMiB };
   },
 );
 

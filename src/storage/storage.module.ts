@@ -10,6 +10,7 @@ import {
 import { DataSource } from 'typeorm';
 import { APP_CONFIG, AppConfig } from '../config/config';
 import { BLOB_STORE, BlobStore } from './blob-store';
+import { CachedBlobStore } from './cached-blob.store';
 import { FsBlobStore } from './fs-blob.store';
 import { MemoryBlobStore } from './memory-blob.store';
 import { BlobStoreOperation, ObservedBlobStore } from './observed-blob.store';
@@ -47,7 +48,10 @@ export function createBlobStore(config: AppConfig, db: DataSource): BlobStore {
   }
 }
 
-/** The configured driver itself; BLOB_STORE is the same store with its failures counted. */
+/**
+ * The configured driver itself; BLOB_STORE is the same store with its failures counted and
+ * recently read blobs kept in memory (`STATEHOUSE_BLOB_CACHE_MIB`).
+ */
 const BLOB_DRIVER = Symbol('BLOB_DRIVER');
 
 /** Interrupted uploads older than this are removed at start. */
@@ -81,9 +85,12 @@ class BlobStoreLifecycle implements OnApplicationBootstrap, BeforeApplicationShu
     },
     {
       provide: BLOB_STORE,
-      useFactory: (driver: BlobStore, onFailure?: BlobStoreFailureObserver) =>
-        onFailure ? new ObservedBlobStore(driver, onFailure) : driver,
-      inject: [BLOB_DRIVER, { token: BLOB_STORE_FAILURE_OBSERVER, optional: true }],
+      useFactory: (config: AppConfig, driver: BlobStore, onFailure?: BlobStoreFailureObserver) => {
+        const observed = onFailure ? new ObservedBlobStore(driver, onFailure) : driver;
+        const cacheBytes = config.storage.cacheMiB * 1024 * 1024;
+        return cacheBytes > 0 ? new CachedBlobStore(observed, cacheBytes) : observed;
+      },
+      inject: [APP_CONFIG, BLOB_DRIVER, { token: BLOB_STORE_FAILURE_OBSERVER, optional: true }],
     },
     BlobStoreLifecycle,
   ],
