@@ -17,6 +17,7 @@ import {
   captureOutput,
   CLI,
   HOST,
+  median,
   numberArg,
   onStopSignal,
   readyFromLog,
@@ -35,11 +36,6 @@ const cleanup = async () => {
   rmSync(dir, { recursive: true, force: true });
 };
 onStopSignal(cleanup);
-
-const median = (xs) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-};
 
 /** Wall time of one process in ms; fails on a non-zero exit. */
 function timed(argv, env) {
