@@ -32,6 +32,7 @@ import {
   CLI,
   HOST,
   MiB,
+  median,
   portFromProc,
   quick,
   root,
@@ -237,10 +238,6 @@ async function load(scenario, s3Url, concurrency, size, creds) {
 
 const notes = [];
 const fmt = (n, d = 0) => (Number.isFinite(n) ? n.toFixed(d) : 'n/a');
-const median = (xs) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-};
 
 function transferRow(target, r, rss, idle) {
   const non2xx = Object.entries(r.statuses ?? {})

@@ -42,6 +42,12 @@ export const textArg = (name, fallback) =>
 /** The number given as `--name=N` on the command line, or `fallback`. */
 export const numberArg = (name, fallback) => Number(textArg(name, fallback));
 
+/** The median of a list of numbers (the mean of the middle two for an even count). */
+export const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+};
+
 // ------------------------------------------------------------------ processes
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));

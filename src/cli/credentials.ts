@@ -45,6 +45,47 @@ export function credentialsPath(env: NodeJS.ProcessEnv = process.env): string {
   return join(base, 'statehouse', 'credentials.json');
 }
 
+/**
+ * Writes `text` to `path` so that readers see the old file or the new one, never a part: a
+ * temporary file created with mode 0600 (never readable by others, not even for a moment),
+ * fsync, rename over `path`, then fsync of the directory where the platform allows it.
+ */
+export function writeFileAtomic(path: string, text: string): void {
+  const tmp = `${path}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
+  const fd = openSync(tmp, 'wx', 0o600);
+  try {
+    writeSync(fd, text);
+    fsyncSync(fd);
+  } catch (e) {
+    closeSync(fd);
+    rmSync(tmp, { force: true });
+    throw e;
+  }
+  closeSync(fd);
+  try {
+    renameSync(tmp, path);
+  } catch (e) {
+    rmSync(tmp, { force: true });
+    throw e;
+  }
+  try {
+    const dfd = openSync(dirname(path), 'r');
+    try {
+      fsyncSync(dfd);
+    } finally {
+      closeSync(dfd);
+    }
+  } catch {
+    // Directory fsync is not possible everywhere; the rename is atomic regardless.
+  }
+}
+
+/** Creates `dir` (mode 0700) when missing; takes group and other access away when present. */
+export function ensurePrivateDir(dir: string): void {
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  if ((statSync(dir).mode & 0o077) !== 0) chmodSync(dir, 0o700);
+}
+
 function isStored(value: unknown): value is StoredCredentials {
   if (typeof value !== 'object' || value === null) return false;
   const v = value as Record<string, unknown>;
@@ -129,40 +170,12 @@ export class CredentialStore {
   }
 
   private ensureDir(): void {
-    const dir = dirname(this.path);
-    mkdirSync(dir, { recursive: true, mode: 0o700 });
-    if ((statSync(dir).mode & 0o077) !== 0) chmodSync(dir, 0o700);
+    ensurePrivateDir(dirname(this.path));
   }
 
   private write(file: CredentialsFile): void {
     this.ensureDir();
-    const tmp = `${this.path}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
-    const fd = openSync(tmp, 'wx', 0o600);
-    try {
-      writeSync(fd, `${JSON.stringify(file, null, 2)}\n`);
-      fsyncSync(fd);
-    } catch (e) {
-      closeSync(fd);
-      rmSync(tmp, { force: true });
-      throw e;
-    }
-    closeSync(fd);
-    try {
-      renameSync(tmp, this.path);
-    } catch (e) {
-      rmSync(tmp, { force: true });
-      throw e;
-    }
-    try {
-      const dfd = openSync(dirname(this.path), 'r');
-      try {
-        fsyncSync(dfd);
-      } finally {
-        closeSync(dfd);
-      }
-    } catch {
-      // Directory fsync is not possible everywhere; the rename is atomic regardless.
-    }
+    writeFileAtomic(this.path, `${JSON.stringify(file, null, 2)}\n`);
   }
 
   private async locked<T>(fn: () => T | Promise<T>): Promise<T> {

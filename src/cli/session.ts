@@ -11,8 +11,12 @@ const REFRESH_MARGIN_MS = 60_000;
 
 /** The server a command talks to: `--server`, else `STATEHOUSE_SERVER`, else the default. */
 export function serverOf(cmd: Command): string {
-  const { server } = cmd.optsWithGlobals<{ server?: string }>();
-  return normalizeServer(server ?? (process.env.STATEHOUSE_SERVER || DEFAULT_SERVER));
+  return resolveServer(cmd.optsWithGlobals<{ server?: string }>().server);
+}
+
+/** The server for a `--server` value (or none): the one rule `serverOf` and the fast path share. */
+export function resolveServer(given: string | undefined): string {
+  return normalizeServer(given ?? (process.env.STATEHOUSE_SERVER || DEFAULT_SERVER));
 }
 
 /** `statehouse login --server X`, spelled for messages. */
@@ -35,7 +39,8 @@ export function loginFromTokenResponse(t: TokenResponse): LoginCredentials {
   };
 }
 
-function isDue(entry: LoginCredentials): boolean {
+/** True when a stored login is to be refreshed before its access token is used. */
+export function isDue(entry: LoginCredentials): boolean {
   const expires = Date.parse(entry.expires_at);
   return Number.isNaN(expires) || expires - Date.now() < REFRESH_MARGIN_MS;
 }

@@ -2,6 +2,7 @@ import type { Command } from 'commander';
 import type { Me, ProcessCredentials } from '../api-types';
 import { ApiClient, ApiError } from '../client';
 import { CredentialStore } from '../credentials';
+import { credsCachePath, CredsCache, isProcessCredentials } from '../creds-cache';
 import { CliError, UsageError } from '../errors';
 import { browserLogin } from '../login';
 import { note, out, printJson } from '../output';
@@ -27,6 +28,8 @@ interface LoginOptions {
 async function login(opts: LoginOptions, cmd: Command): Promise<void> {
   const server = serverOf(cmd);
   const store = new CredentialStore();
+  // S3 credentials cached for the login being replaced are not handed out for the new one.
+  new CredsCache().clear();
   if (opts.token !== undefined) {
     const token = opts.token === '-' ? await readStdin() : opts.token.trim();
     if (!token) throw new UsageError('--token needs a token (or "-" to read it from stdin)');
@@ -65,6 +68,8 @@ async function login(opts: LoginOptions, cmd: Command): Promise<void> {
 async function logout(cmd: Command): Promise<void> {
   const server = serverOf(cmd);
   const store = new CredentialStore();
+  // Whatever it was logged in with: after a logout no cached S3 credentials are handed out.
+  new CredsCache().clear();
   const entry = store.get(server);
   if (!entry) {
     note(`Not logged in to ${server}.`);
@@ -113,18 +118,6 @@ async function whoami(opts: { json?: boolean }, cmd: Command): Promise<void> {
   out(rows.map(([k, v]) => `${`${k}:`.padEnd(9)}${v}`).join('\n'));
 }
 
-function isProcessCredentials(v: unknown): v is ProcessCredentials {
-  if (typeof v !== 'object' || v === null) return false;
-  const c = v as Record<string, unknown>;
-  return (
-    c.Version === 1 &&
-    typeof c.AccessKeyId === 'string' &&
-    typeof c.SecretAccessKey === 'string' &&
-    typeof c.SessionToken === 'string' &&
-    typeof c.Expiration === 'string'
-  );
-}
-
 async function creds(opts: { json?: boolean; env?: boolean }, cmd: Command): Promise<void> {
   if (opts.json === opts.env) {
     throw new UsageError(
@@ -133,16 +126,30 @@ async function creds(opts: { json?: boolean; env?: boolean }, cmd: Command): Pro
         : '`statehouse creds` prints S3 credentials: `statehouse creds --json` for AWS credential_process, `statehouse creds --env` for shell exports',
     );
   }
-  const answer = await clientFor(cmd).json<unknown>('POST', '/v1/auth/issue-s3-creds');
-  if (!isProcessCredentials(answer)) {
-    throw new CliError('the server answered with something that is not process credentials');
-  }
-  const { Version, AccessKeyId, SecretAccessKey, SessionToken, Expiration } = answer;
+  const store = new CredentialStore();
+  const client = clientFor(cmd, store);
+  const cache = new CredsCache(credsCachePath(), store);
+  const { Version, AccessKeyId, SecretAccessKey, SessionToken, Expiration } =
+    cache.get(client.server) ?? (await issueCreds(client, cache));
   if (opts.json) {
     printJson({ Version, AccessKeyId, SecretAccessKey, SessionToken, Expiration });
     return;
   }
   out(envExports({ AccessKeyId, SecretAccessKey, SessionToken, Expiration }));
+}
+
+/** New credentials from the server, remembered in the cache for the next calls. */
+async function issueCreds(client: ApiClient, cache: CredsCache): Promise<ProcessCredentials> {
+  const answer = await client.json<unknown>('POST', '/v1/auth/issue-s3-creds');
+  if (!isProcessCredentials(answer)) {
+    throw new CliError('the server answered with something that is not process credentials');
+  }
+  const { Version, AccessKeyId, SecretAccessKey, SessionToken, Expiration } = answer;
+  const creds = { Version, AccessKeyId, SecretAccessKey, SessionToken, Expiration };
+  // Keyed by the source as it is now: a login refreshed for this issue is stored under the
+  // refreshed refresh token, where the next call looks.
+  cache.put(client.server, creds);
+  return creds;
 }
 
 /**
