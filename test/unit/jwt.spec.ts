@@ -9,6 +9,7 @@ import {
   CLOCK_TOLERANCE_SECONDS,
   TokenFailure,
   TokenRejected,
+  verifiedTokenReuse,
   verifySessionToken,
   verifyStatehouseJwt,
 } from '../../src/auth/tokens/jwt';
@@ -385,5 +386,61 @@ describe('credential parents and derived expiry', () => {
     expect(derivedExpiry(1000, 900)).toBe(1900);
     expect(derivedExpiry(1000, 900, 5000)).toBe(1900);
     expect(derivedExpiry(1000, 900, 1120)).toBe(1120);
+  });
+});
+
+describe('a token verified before (its verdict is kept)', () => {
+  const reuses = () => verifiedTokenReuse.count;
+
+  it('is not verified again: the same claims, each caller its own copy', async () => {
+    const t = await token({ jti: 'kept-1', claims: { groups: ['ops'] } });
+    const first = await verifyApi(t);
+    const before = reuses();
+    const second = await verifyApi(t);
+    expect(reuses()).toBe(before + 1);
+    expect(second).toEqual(first);
+    second.groups?.push('admins');
+    second.aud.push('s3');
+    expect(await verifyApi(t)).toEqual(first);
+  });
+
+  it('is refused once its key is no longer the key of its kid (retired, or replaced)', async () => {
+    const t = await token({ jti: 'kept-2' });
+    await verifyApi(t);
+    await expectRefused(verifyApi(t, new Map()), t, 'unknown_key');
+    await expectRefused(verifyApi(t, new Map([[KID, other.publicKey]])), t, 'bad_signature');
+    await expect(verifyApi(t)).resolves.toMatchObject({ jti: 'kept-2' });
+  });
+
+  it('is refused once it expired, and before it is valid, as on its first use', async () => {
+    const t = await token({ jti: 'kept-3', exp: now() + 60, claims: { nbf: now() - 10 } });
+    await verifyApi(t);
+    const later = new Date((now() + 60 + CLOCK_TOLERANCE_SECONDS + 5) * 1000);
+    await expectRefused(
+      verifyStatehouseJwt(t, KEYS, { issuer: ISSUER, audience: 'api', currentDate: later }),
+      t,
+      'expired',
+    );
+    const earlier = new Date((now() - 10 - CLOCK_TOLERANCE_SECONDS - 5) * 1000);
+    await expectRefused(
+      verifyStatehouseJwt(t, KEYS, { issuer: ISSUER, audience: 'api', currentDate: earlier }),
+      t,
+      'not_yet_valid',
+    );
+  });
+
+  it('is refused for another audience or issuer than it was verified for', async () => {
+    const t = await token({ jti: 'kept-4' });
+    await verifyApi(t);
+    await expectRefused(
+      verifyStatehouseJwt(t, KEYS, { issuer: ISSUER, audience: 's3' }),
+      t,
+      'wrong_audience',
+    );
+    await expectRefused(
+      verifyStatehouseJwt(t, KEYS, { issuer: 'https://elsewhere.test', audience: 'api' }),
+      t,
+      'wrong_issuer',
+    );
   });
 });

@@ -54,6 +54,59 @@ export interface VerifyOptions {
 export const CLOCK_TOLERANCE_SECONDS = 30;
 
 /**
+ * Tokens whose signature and claims verified, so that a client presenting the same token on
+ * every request (an S3 session token, an access token) costs one Ed25519 verification, not one
+ * per request. A kept verdict is used only for the same issuer and audience and while the same
+ * key object is still the verification key of its `kid` (a retired or replaced key ends it);
+ * the time checks run again on every use, and anything they would refuse goes through the full
+ * verification for its exact error. Revocation is not part of this: callers check it after
+ * every verification, kept or not.
+ */
+const VERIFIED_MAX = 4096;
+interface Verified {
+  key: KeyObject;
+  kid: string;
+  issuer: string;
+  audience: Audience;
+  nbf: number | undefined;
+  claims: VerifiedClaims;
+}
+const verified = new Map<string, Verified>();
+
+/** Uses of a kept verdict since the process started (for tests). */
+export const verifiedTokenReuse = { count: 0 };
+
+function keptVerdict(
+  token: string,
+  keys: ReadonlyMap<string, KeyObject>,
+  options: VerifyOptions,
+): VerifiedClaims | undefined {
+  const v = verified.get(token);
+  if (!v || v.issuer !== options.issuer || v.audience !== options.audience) return undefined;
+  if (keys.get(v.kid) !== v.key) return undefined;
+  const now = Math.floor((options.currentDate?.getTime() ?? Date.now()) / 1000);
+  const tolerance = options.clockToleranceSeconds ?? CLOCK_TOLERANCE_SECONDS;
+  const { exp, iat } = v.claims;
+  if (exp <= now - tolerance || iat > now + tolerance) return undefined;
+  if (v.nbf !== undefined && v.nbf > now + tolerance) return undefined;
+  verifiedTokenReuse.count++;
+  return copyClaims(v.claims);
+}
+
+function keepVerdict(token: string, v: Verified): void {
+  if (verified.size >= VERIFIED_MAX) verified.clear();
+  verified.set(token, { ...v, claims: copyClaims(v.claims) });
+}
+
+/** Callers get their own copy: a kept verdict is never changed through what they were given. */
+function copyClaims(c: VerifiedClaims): VerifiedClaims {
+  const out: VerifiedClaims = { ...c, aud: [...c.aud] };
+  if (c.groups) out.groups = [...c.groups];
+  if (c.parent) out.parent = { ...c.parent };
+  return out;
+}
+
+/**
  * Verifies a Statehouse-issued JWT: EdDSA only (so `none` and HMAC-with-the-public-key are
  * refused before any key is touched), a known `kid`, the signature, `iss`, `aud`, `exp`/`nbf`
  * with a small tolerance, and the claims every Statehouse token carries.
@@ -63,6 +116,8 @@ export async function verifyStatehouseJwt(
   keys: ReadonlyMap<string, KeyObject>,
   options: VerifyOptions,
 ): Promise<VerifiedClaims> {
+  const kept = keptVerdict(token, keys, options);
+  if (kept) return kept;
   let header: ReturnType<typeof decodeProtectedHeader>;
   try {
     header = decodeProtectedHeader(token);
@@ -109,6 +164,14 @@ export async function verifyStatehouseJwt(
   if (typeof payload.sid === 'string') claims.sid = payload.sid;
   const parent = parseParent(payload.parent);
   if (parent) claims.parent = parent;
+  keepVerdict(token, {
+    key,
+    kid: header.kid as string,
+    issuer: options.issuer,
+    audience: options.audience,
+    nbf: typeof payload.nbf === 'number' ? payload.nbf : undefined,
+    claims,
+  });
   return claims;
 }
 
