@@ -6,7 +6,6 @@ import {
   mkdirSync,
   mkdtempSync,
   readdirSync,
-  readFileSync,
   renameSync,
   rmSync,
 } from 'node:fs';
@@ -93,7 +92,14 @@ export class EmbeddedPostgres {
 async function createCluster(pgDir: string, snapshotDir: string): Promise<EmbeddedOrigin> {
   const parent = dirname(pgDir);
   for (const name of readdirSync(parent)) {
-    if (name.startsWith(CREATING_PREFIX)) rmSync(join(parent, name), { recursive: true });
+    // Best effort: a new one gets a name of its own, so one that stays in the way harms nothing.
+    if (name.startsWith(CREATING_PREFIX)) {
+      try {
+        rmSync(join(parent, name), { recursive: true });
+      } catch {
+        // removed by the next start
+      }
+    }
   }
   // Without PG_VERSION no PostgreSQL opens it: what is there was left by an initdb that stopped.
   rmSync(pgDir, { recursive: true, force: true });
@@ -101,8 +107,7 @@ async function createCluster(pgDir: string, snapshotDir: string): Promise<Embedd
   const origin = existsSync(snapshot) ? 'snapshot' : 'initdb';
   const creating = mkdtempSync(join(parent, CREATING_PREFIX));
   try {
-    if (origin === 'snapshot') await loadSnapshot(creating, snapshot);
-    else await initInChildProcess(creating);
+    await createInChildProcess(creating, origin === 'snapshot' ? snapshot : undefined);
     renameSync(creating, pgDir);
   } finally {
     rmSync(creating, { recursive: true, force: true });
@@ -111,30 +116,25 @@ async function createCluster(pgDir: string, snapshotDir: string): Promise<Embedd
 }
 
 /**
- * Loading runs in this process: it costs ~50 MiB of peak RSS more than opening an existing data
- * dir (a child process would cost ~400 MiB of its own beside it, and ~0.3 s to start), and the
- * instance that loaded is closed and dropped before the data dir is opened for good.
+ * initdb grows PGlite's WebAssembly memory by ~500 MiB, and WebAssembly memory never shrinks: it
+ * runs in a short-lived child process. So does loading the snapshot: in this process it raised
+ * the server's peak RSS from ~430 MiB to 480–650 MiB (the instance that loaded, closed but not
+ * yet collected, beside the one that opens the data dir), against a child's ~400 MiB of its own
+ * that is gone before the server opens the database.
  */
-async function loadSnapshot(dir: string, snapshot: string): Promise<void> {
-  const db = await PGlite.create({ dataDir: dir, loadDataDir: new Blob([readFileSync(snapshot)]) });
-  await db.close();
-}
-
-// initdb grows PGlite's WebAssembly memory by ~500 MiB, and WebAssembly memory never shrinks:
-// it runs in a short-lived child process.
-function initInChildProcess(pgDir: string): Promise<void> {
+function createInChildProcess(dir: string, snapshot?: string): Promise<void> {
   const script =
     'const { PGlite } = require(process.argv[1]);' +
-    'PGlite.create({ dataDir: process.argv[2] }).then((db) => db.close())' +
+    'const [dataDir, snapshot] = process.argv.slice(2);' +
+    'const loadDataDir = snapshot ? new Blob([require("fs").readFileSync(snapshot)]) : undefined;' +
+    'PGlite.create({ dataDir, loadDataDir }).then((db) => db.close())' +
     '.catch((e) => { console.error(e); process.exit(1); });';
+  const args = [require.resolve('@electric-sql/pglite'), dir, ...(snapshot ? [snapshot] : [])];
   return new Promise((resolve, reject) => {
-    execFile(
-      process.execPath,
-      ['-e', script, require.resolve('@electric-sql/pglite'), pgDir],
-      (err, _stdout, stderr) =>
-        err
-          ? reject(new Error(`initialising the embedded database failed: ${stderr || err.message}`))
-          : resolve(),
+    execFile(process.execPath, ['-e', script, ...args], (err, _stdout, stderr) =>
+      err
+        ? reject(new Error(`initialising the embedded database failed: ${stderr || err.message}`))
+        : resolve(),
     );
   });
 }

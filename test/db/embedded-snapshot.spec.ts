@@ -81,15 +81,19 @@ async function migrateAndUse(socketDir: string): Promise<{ applied: number; read
 
   it('a start killed while it loads the snapshot leaves a data dir the next start completes', async () => {
     const dir = tempDir();
+    // Its own process group, killed whole, as a crash or an OOM kill of the container would.
     const host = spawn(process.execPath, [join(ROOT, 'test/support/pglite-host.js'), dir], {
       stdio: 'ignore',
+      detached: true,
     });
     const exited = new Promise((r) => host.once('exit', r));
     const creating = () =>
       (existsSync(dir) ? readdirSync(dir) : []).filter((n) => n.startsWith('pg.creating-'));
-    while (creating().length === 0) await sleep(5);
-    await sleep(200); // part of the cluster is written
-    host.kill('SIGKILL');
+    // Killed once part of the cluster is written.
+    while (creating().length === 0 || readdirSync(join(dir, creating()[0])).length === 0) {
+      await sleep(5);
+    }
+    process.kill(-host.pid!, 'SIGKILL');
     await exited;
     expect(creating()).toHaveLength(1);
     expect(existsSync(join(dir, 'pg', 'PG_VERSION'))).toBe(false);
