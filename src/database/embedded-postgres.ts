@@ -86,8 +86,8 @@ export class EmbeddedPostgres {
  *
  * Every install loaded from one snapshot has the same PostgreSQL system identifier. It only
  * tells clusters apart for physical replication and WAL archives, which the embedded database
- * never has: one process opens it, and it is backed up by copying the stopped directory or by
- * `statehouse backup` (a logical dump), neither of which looks at the identifier.
+ * never has: one process opens it, and it is backed up by copying the stopped directory, which
+ * does not look at the identifier (nor would a logical dump).
  */
 async function createCluster(pgDir: string, snapshotDir: string): Promise<EmbeddedOrigin> {
   const parent = dirname(pgDir);
