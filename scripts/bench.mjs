@@ -8,7 +8,7 @@
 //
 // Options: --quick (shorter runs), --only=readyz|http|locks.
 import { execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -52,10 +52,12 @@ async function startServer(extraEnv) {
   const url = `http://127.0.0.1:${port}`;
   await waitReady(url, proc, log, deadline, 10);
   const readyMs = performance.now() - t0;
+  const readyCpuMs = cpuMs(proc.pid);
   return {
     url,
     proc,
     readyMs,
+    readyCpuMs,
     peakRssMiB: () => procStatusMiB(proc.pid, 'VmHWM'),
     stop: () => stopProcess(proc),
   };
@@ -91,22 +93,66 @@ console.log(
 if (!only || only === 'readyz') {
   line('\n## time to first healthy /readyz (embedded database, fs blobs)');
   const dir = mkdtempSync(join(tmpdir(), 'statehouse-bench-'));
+  const RUNS = quick ? 2 : 5;
   try {
     const runs = { new: [], existing: [] };
-    for (let i = 0; i < 2; i++) {
+    for (let i = 0; i < RUNS; i++) {
       const d = join(dir, `new-${i}`);
-      const s = await startServer({ STATEHOUSE_DATA_DIR: d });
-      runs.new.push(s.readyMs);
-      await s.stop();
-      const again = await startServer({ STATEHOUSE_DATA_DIR: d });
-      runs.existing.push(again.readyMs);
-      await again.stop();
+      for (const [kind, env] of [
+        ['new', { STATEHOUSE_DATA_DIR: d }],
+        ['existing', { STATEHOUSE_DATA_DIR: d }],
+      ]) {
+        // A child the server starts (the initdb fallback) has its own peak: sample it too.
+        const children = sampleChildrenPeak();
+        const s = await startServer(env);
+        const child = children.stop();
+        runs[kind].push({ ms: s.readyMs, cpu: s.readyCpuMs, rss: s.peakRssMiB(), child });
+        await s.stop();
+      }
     }
-    line(`new data dir:      ${runs.new.map((m) => `${(m / 1000).toFixed(2)} s`).join(', ')}`);
-    line(`existing data dir: ${runs.existing.map((m) => `${(m / 1000).toFixed(2)} s`).join(', ')}`);
+    for (const kind of ['new', 'existing']) {
+      const r = runs[kind];
+      const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+      const child = Math.max(...r.map((x) => x.child));
+      line(
+        `${`${kind} data dir:`.padEnd(19)}median ${(median(r.map((x) => x.ms)) / 1000).toFixed(2)} s ` +
+          `(${r.map((x) => (x.ms / 1000).toFixed(2)).join(', ')}); ` +
+          `CPU median ${(median(r.map((x) => x.cpu)) / 1000).toFixed(2)} s; server peak RSS ` +
+          `${Math.max(...r.map((x) => x.rss)).toFixed(0)} MiB` +
+          (child > 0 ? `, child process peak ${child.toFixed(0)} MiB` : ''),
+      );
+    }
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+}
+
+/**
+ * CPU time a process and its waited-for children used (utime, stime, cutime, cstime): unlike
+ * the wall clock, hardly changed by other work on a shared machine.
+ */
+function cpuMs(pid) {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  const ticks = [11, 12, 13, 14].reduce((sum, i) => sum + Number(fields[i]), 0);
+  return (ticks * 1000) / 100; // USER_HZ
+}
+
+/** Polls /proc for processes whose parent is a server started meanwhile; their peak VmHWM. */
+function sampleChildrenPeak() {
+  let peak = 0;
+  const timer = setInterval(() => {
+    for (const pid of readdirSync('/proc').filter((n) => /^\d+$/.test(n))) {
+      try {
+        const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+        const ppid = /PPid:\s+(\d+)/.exec(status)?.[1];
+        if (!ppid || readFileSync(`/proc/${ppid}/cmdline`, 'utf8').indexOf(CLI) < 0) continue;
+        peak = Math.max(peak, procStatusMiB(pid, 'VmHWM') || 0);
+      } catch {
+        // gone meanwhile
+      }
+    }
+  }, 25);
+  return { stop: () => (clearInterval(timer), peak) };
 }
 
 if (!only || only === 'http') {

@@ -58,6 +58,10 @@ export class DatabaseHandle implements OnApplicationShutdown {
       this.logger.log(
         `embedded database ready in ${Date.now() - started} ms (data dir ${this.config.dataDir})`,
       );
+      const made = { snapshot: 'from the PGlite snapshot', initdb: 'by initdb' };
+      if (this.embedded.origin !== 'existing') {
+        this.logger.debug(`new embedded database, made ${made[this.embedded.origin]}`);
+      }
     }
     try {
       this.dataSource = createDataSource(

@@ -1,12 +1,32 @@
 import { PGlite } from '@electric-sql/pglite';
 import { execFile } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, rmSync } from 'node:fs';
-import { join } from 'node:path';
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  renameSync,
+  rmSync,
+} from 'node:fs';
+import { dirname, join } from 'node:path';
 import { DataDirLock } from './data-dir-lock';
 import { PgliteBridge } from './pglite-bridge';
+import { DEFAULT_SNAPSHOT_DIR, snapshotFile } from './pglite-snapshot';
 
 /** The port number only names the socket file (`.s.PGSQL.<port>`); nothing listens on TCP. */
 export const EMBEDDED_SOCKET_PORT = 5432;
+
+/** How the database in the data dir came to be: `existing`, or made now from what. */
+export type EmbeddedOrigin = 'existing' | 'snapshot' | 'initdb';
+
+export interface EmbeddedOptions {
+  /** Where the PGlite snapshot is looked for (tests); default `dist/pglite`. */
+  snapshotDir?: string;
+}
+
+/** The temporary directory a new cluster is made in, beside `pg/`. */
+const CREATING_PREFIX = 'pg.creating-';
 
 /**
  * The embedded database: PGlite (PostgreSQL in WebAssembly) in `<dataDir>/pg`, served on a Unix
@@ -20,9 +40,10 @@ export class EmbeddedPostgres {
     private readonly server: PgliteBridge,
     readonly socketDir: string,
     private readonly dirLock: DataDirLock,
+    readonly origin: EmbeddedOrigin,
   ) {}
 
-  static async start(dataDir: string): Promise<EmbeddedPostgres> {
+  static async start(dataDir: string, options: EmbeddedOptions = {}): Promise<EmbeddedPostgres> {
     mkdirSync(dataDir, { recursive: true, mode: 0o700 });
     // PGlite must never be opened by two processes at once: an OS lock on the data dir decides.
     const dirLock = await DataDirLock.acquire(dataDir);
@@ -33,13 +54,13 @@ export class EmbeddedPostgres {
       const socketPath = join(socketDir, `.s.PGSQL.${EMBEDDED_SOCKET_PORT}`);
       rmSync(socketPath, { force: true }); // left behind by a process that was killed
       const pgDir = join(dataDir, 'pg');
-      // initdb grows PGlite's WebAssembly memory by ~500 MiB, and WebAssembly memory never
-      // shrinks: initialise a new data dir in a short-lived child process instead.
-      if (!existsSync(join(pgDir, 'PG_VERSION'))) await initInChildProcess(pgDir);
+      const origin = existsSync(join(pgDir, 'PG_VERSION'))
+        ? 'existing'
+        : await createCluster(pgDir, options.snapshotDir ?? DEFAULT_SNAPSHOT_DIR);
       const db = await PGlite.create({ dataDir: pgDir });
       const server = new PgliteBridge(db, socketPath);
       await server.start();
-      return new EmbeddedPostgres(db, server, socketDir, dirLock);
+      return new EmbeddedPostgres(db, server, socketDir, dirLock, origin);
     } catch (e) {
       await dirLock.release();
       throw e;
@@ -61,19 +82,64 @@ export class EmbeddedPostgres {
   }
 }
 
-function initInChildProcess(pgDir: string): Promise<void> {
+/**
+ * Makes a new, empty cluster at `pgDir` (the migrations run afterwards, as on any start): loaded
+ * from the build's snapshot of a freshly initialised cluster when there is one for this PGlite
+ * (about a second), else by initdb (several). Either way it is made in a directory beside
+ * `pgDir` and renamed into place, so `PG_VERSION` in `pgDir` means complete: a crash half-way
+ * leaves only that directory, which the next start removes before it begins again.
+ *
+ * Every install loaded from one snapshot has the same PostgreSQL system identifier. It only
+ * tells clusters apart for physical replication and WAL archives, which the embedded database
+ * never has: one process opens it, and it is backed up by copying the stopped directory, which
+ * does not look at the identifier (nor would a logical dump).
+ */
+async function createCluster(pgDir: string, snapshotDir: string): Promise<EmbeddedOrigin> {
+  const parent = dirname(pgDir);
+  for (const name of readdirSync(parent)) {
+    // Best effort: a new one gets a name of its own, so one that stays in the way harms nothing.
+    if (name.startsWith(CREATING_PREFIX)) {
+      try {
+        rmSync(join(parent, name), { recursive: true });
+      } catch {
+        // removed by the next start
+      }
+    }
+  }
+  // Without PG_VERSION no PostgreSQL opens it: what is there was left by an initdb that stopped.
+  rmSync(pgDir, { recursive: true, force: true });
+  const snapshot = snapshotFile(snapshotDir);
+  const origin = existsSync(snapshot) ? 'snapshot' : 'initdb';
+  const creating = mkdtempSync(join(parent, CREATING_PREFIX));
+  try {
+    await createInChildProcess(creating, origin === 'snapshot' ? snapshot : undefined);
+    renameSync(creating, pgDir);
+  } finally {
+    rmSync(creating, { recursive: true, force: true });
+  }
+  return origin;
+}
+
+/**
+ * initdb grows PGlite's WebAssembly memory by ~500 MiB, and WebAssembly memory never shrinks: it
+ * runs in a short-lived child process. So does loading the snapshot: in this process it raised
+ * the server's peak RSS from ~430 MiB to 480–650 MiB (the instance that loaded, closed but not
+ * yet collected, beside the one that opens the data dir), against a child's ~400 MiB of its own
+ * that is gone before the server opens the database.
+ */
+function createInChildProcess(dir: string, snapshot?: string): Promise<void> {
   const script =
     'const { PGlite } = require(process.argv[1]);' +
-    'PGlite.create({ dataDir: process.argv[2] }).then((db) => db.close())' +
+    'const [dataDir, snapshot] = process.argv.slice(2);' +
+    'const loadDataDir = snapshot ? new Blob([require("fs").readFileSync(snapshot)]) : undefined;' +
+    'PGlite.create({ dataDir, loadDataDir }).then((db) => db.close())' +
     '.catch((e) => { console.error(e); process.exit(1); });';
+  const args = [require.resolve('@electric-sql/pglite'), dir, ...(snapshot ? [snapshot] : [])];
   return new Promise((resolve, reject) => {
-    execFile(
-      process.execPath,
-      ['-e', script, require.resolve('@electric-sql/pglite'), pgDir],
-      (err, _stdout, stderr) =>
-        err
-          ? reject(new Error(`initialising the embedded database failed: ${stderr || err.message}`))
-          : resolve(),
+    execFile(process.execPath, ['-e', script, ...args], (err, _stdout, stderr) =>
+      err
+        ? reject(new Error(`initialising the embedded database failed: ${stderr || err.message}`))
+        : resolve(),
     );
   });
 }

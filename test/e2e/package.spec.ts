@@ -118,7 +118,9 @@ function run(
     if (work) rmSync(work, { recursive: true, force: true });
   });
 
-  it('ships the compiled server and migrations, package.json and the README — no sources, tests or maps', () => {
+  it('ships the compiled server and migrations, the PGlite snapshot, package.json and the README — no sources, tests or maps', () => {
+    const snapshot = packedFiles.filter((f) => /^dist\/pglite\/pglite-[\d.]+\.tar\.gz$/.test(f));
+    expect(snapshot).toHaveLength(1);
     expect(packedFiles).toEqual(
       expect.arrayContaining([
         'README.md',
@@ -130,7 +132,7 @@ function run(
     );
     const unexpected = packedFiles.filter(
       (f) =>
-        !['README.md', 'package.json'].includes(f) &&
+        ![...snapshot, 'README.md', 'package.json'].includes(f) &&
         !(/^dist\/(src|migrations)\//.test(f) && f.endsWith('.js')),
     );
     expect(unexpected).toEqual([]);

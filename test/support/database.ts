@@ -171,8 +171,10 @@ export async function terminateListeners(url: string): Promise<number> {
 /** Runs the embedded database (PGlite behind its Unix socket) in a child process. */
 export async function hostEmbedded(
   dataDir: string,
-): Promise<{ socketDir: string; stop: () => Promise<void> }> {
-  const proc = spawn(process.execPath, [join(ROOT, 'test/support/pglite-host.js'), dataDir], {
+  snapshotDir?: string,
+): Promise<{ socketDir: string; origin: string; stop: () => Promise<void> }> {
+  const host = join(ROOT, 'test/support/pglite-host.js');
+  const proc = spawn(process.execPath, [host, dataDir, ...(snapshotDir ? [snapshotDir] : [])], {
     stdio: ['pipe', 'pipe', 'pipe'],
   });
   let out = '';
@@ -189,6 +191,7 @@ export async function hostEmbedded(
   });
   return {
     socketDir,
+    origin: /^origin (.+)$/m.exec(out)?.[1] ?? '',
     stop: () => stopChild(proc),
   };
 }
