@@ -14,6 +14,7 @@ const DOCKERFILE = readFileSync(join(ROOT, 'docker', 'Dockerfile'), 'utf8');
 const PKG = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as {
   version: string;
   license: string;
+  scripts: Record<string, string>;
 };
 
 /** The real Dockerfile with one exact piece replaced (which must be there). */
@@ -38,6 +39,27 @@ describe('docker/Dockerfile', () => {
       { from: 'build', sources: ['/app/dist'], dest: './dist' },
     ]);
     expect(image.workdir).toBe('/app');
+  });
+
+  it('copies into the build stage every local file `npm run build` runs or compiles from', () => {
+    const build = parseStages(DOCKERFILE).find((s) => s.name === 'build');
+    const copied = (build?.instructions ?? [])
+      .filter((i) => i.getKeyword() === 'COPY')
+      .flatMap((i) =>
+        i
+          .getArguments()
+          .map((a) => a.getValue())
+          .slice(0, -1),
+      );
+    const covers = (file: string) =>
+      copied.some((src) => src === file || file.startsWith(`${src.replace(/\/$/, '')}/`));
+    const needed = [
+      'tsconfig.build.json',
+      'src/cli/main.ts',
+      ...[...PKG.scripts.build.matchAll(/node (\S+)/g)].map((m) => m[1]),
+    ];
+    expect(needed.length).toBeGreaterThan(2);
+    expect(needed.filter((f) => !covers(f))).toEqual([]);
   });
 
   it('names the server entry point and the probe script that the build really produces', () => {
