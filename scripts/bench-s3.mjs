@@ -28,16 +28,14 @@ import { delimiter, join } from 'node:path';
 import {
   baseEnv,
   buildIfStale,
-  captureOutput,
   CLI,
   HOST,
   MiB,
   median,
-  portFromProc,
   quick,
+  readyUrl,
   root,
   TOKEN,
-  waitReady,
 } from './lib/bench-common.mjs';
 
 const NODE = process.execPath;
@@ -150,10 +148,7 @@ async function startStatehouse(dataDir) {
       stdio: ['ignore', 'pipe', 'pipe'],
     }),
   );
-  const log = captureOutput(proc, 64 * 1024);
-  const deadline = Date.now() + 120_000;
-  const url = `http://${HOST}:${await portFromProc(proc, log, deadline)}`;
-  await waitReady(url, proc, log, deadline);
+  const { url, log } = await readyUrl(proc);
   return { url, s3: `${url}/s3`, proc, log, stop: () => stopProc(proc) };
 }
 

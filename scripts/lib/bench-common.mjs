@@ -129,6 +129,15 @@ export async function readyFromLog(proc, log) {
   return { port, url };
 }
 
+/** Waits (up to 2 minutes) for a just-spawned server to listen and answer /readyz. */
+export async function readyUrl(proc, maxLog = 64 * 1024) {
+  const log = captureOutput(proc, maxLog);
+  const deadline = Date.now() + 120_000;
+  const url = `http://${HOST}:${await portFromProc(proc, log, deadline)}`;
+  await waitReady(url, proc, log, deadline);
+  return { url, log };
+}
+
 /** On SIGINT or SIGTERM: `cleanup()`, then exit 130. */
 export function onStopSignal(cleanup) {
   for (const sig of ['SIGINT', 'SIGTERM']) {
