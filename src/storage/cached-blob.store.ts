@@ -18,7 +18,7 @@ export class CachedBlobStore implements BlobStore {
   private readonly maxItemBytes: number;
 
   constructor(
-    private readonly inner: BlobStore,
+    readonly inner: BlobStore,
     private readonly maxBytes: number,
   ) {
     this.maxItemBytes = Math.floor(maxBytes / 8);

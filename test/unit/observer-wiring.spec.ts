@@ -13,6 +13,7 @@ import type { DatabaseErrorObserver } from '../../src/database/data-source';
 import { MetricsModule } from '../../src/metrics/metrics.module';
 import { MetricsService } from '../../src/metrics/metrics.service';
 import { BLOB_STORE, BlobStore } from '../../src/storage/blob-store';
+import { CachedBlobStore } from '../../src/storage/cached-blob.store';
 import { ObservedBlobStore } from '../../src/storage/observed-blob.store';
 import { StorageModule } from '../../src/storage/storage.module';
 import { parseExposition, valueOf } from '../support/metrics';
@@ -41,8 +42,11 @@ describe('observers the metrics module provides', () => {
   it('counts a failed blob store operation of the store the storage module builds', async () => {
     const moduleRef = await build(true);
     const store = moduleRef.get<BlobStore>(BLOB_STORE);
-    expect(store).toBeInstanceOf(ObservedBlobStore);
-    (store as ObservedBlobStore).inner.stat = () => Promise.reject(new Error('disk gone'));
+    // The read cache is outermost; the failures are counted below it, at the driver.
+    expect(store).toBeInstanceOf(CachedBlobStore);
+    const observed = (store as CachedBlobStore).inner;
+    expect(observed).toBeInstanceOf(ObservedBlobStore);
+    (observed as ObservedBlobStore).inner.stat = () => Promise.reject(new Error('disk gone'));
     await expect(store.stat('k')).rejects.toThrow('disk gone');
     const metrics = moduleRef.get(MetricsService);
     const samples = parseExposition((await metrics.exposition()).body);
@@ -52,7 +56,8 @@ describe('observers the metrics module provides', () => {
 
   it('leaves the store unwrapped when no metrics module is there', async () => {
     const moduleRef = await build(false);
-    expect(moduleRef.get<BlobStore>(BLOB_STORE)).not.toBeInstanceOf(ObservedBlobStore);
+    const store = moduleRef.get<BlobStore>(BLOB_STORE) as CachedBlobStore;
+    expect(store.inner).not.toBeInstanceOf(ObservedBlobStore);
     await moduleRef.close();
   });
 
