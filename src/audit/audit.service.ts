@@ -234,9 +234,19 @@ export class AuditService implements OnModuleInit, BeforeApplicationShutdown {
     }
   }
 
+  /**
+   * Stores everything queued so far. A batch already being stored holds only what was queued
+   * before it began, so that one is waited for and then the rest is stored too.
+   */
+  async storeQueued(): Promise<void> {
+    await this.flushing;
+    await this.flush();
+  }
+
   async query(filter: AuditFilter): Promise<AuditRow[]> {
     if (!this.db) return [];
-    await this.flush();
+    // A reader sees every event recorded before it asked (its own request's reads included).
+    await this.storeQueued();
     return findAuditEvents(this.db, filter);
   }
 

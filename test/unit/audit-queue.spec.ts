@@ -308,3 +308,24 @@ describe('AuditService queue', () => {
     expect(Object.values(details).join('')).not.toContain('\u0000');
   });
 });
+
+describe('reading the audit log', () => {
+  it('stores what was queued while a batch was being stored before it reads', async () => {
+    const db = new StandInDatabase();
+    let release!: () => void;
+    const slow = new Promise<void>((r) => (release = r));
+    const query = db.query.bind(db);
+    db.query = async (sql: string, params: unknown[]) => {
+      if (db.statements === 0) await slow; // the first batch is still being stored…
+      return query(sql, params);
+    };
+    const svc = service(db);
+    svc.record(read('svc:first'));
+    const first = svc.flush();
+    svc.record(read('svc:queued-meanwhile')); // …when this one is recorded
+    const stored = svc.storeQueued();
+    release();
+    await Promise.all([first, stored]);
+    expect(db.actors()).toEqual(['svc:first', 'svc:queued-meanwhile']);
+  });
+});
