@@ -15,13 +15,13 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import {
   args,
-  baseEnv,
   HOST,
   median,
   numberArg,
   onStopSignal,
   readyUrl,
   root,
+  serverEnv,
   stopProcess,
   TOKEN,
 } from './lib/bench-common.mjs';
@@ -51,16 +51,7 @@ onStopSignal(cleanup);
 
 async function startStatehouse(checkout, tag) {
   const proc = spawn(process.execPath, [join(checkout, 'dist/src/cli/main.js'), 'serve'], {
-    env: {
-      ...baseEnv(),
-      NODE_ENV: 'production',
-      PORT: '0',
-      STATEHOUSE_HOST: HOST,
-      STATEHOUSE_BOOTSTRAP_TOKEN: TOKEN,
-      STATEHOUSE_LOG_LEVEL: 'warn',
-      STATEHOUSE_STS_TTL: '1h',
-      STATEHOUSE_DATA_DIR: tempDir(tag),
-    },
+    env: serverEnv({ STATEHOUSE_STS_TTL: '1h', STATEHOUSE_DATA_DIR: tempDir(tag) }),
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   procs.push(proc);

@@ -16,11 +16,11 @@ import {
   buildIfStale,
   captureOutput,
   CLI,
-  HOST,
   median,
   numberArg,
   onStopSignal,
   readyFromLog,
+  serverEnv,
   stopProcess,
   TOKEN,
 } from './lib/bench-common.mjs';
@@ -48,15 +48,7 @@ function timed(argv, env) {
 
 try {
   server = spawn(NODE, [CLI, 'serve'], {
-    env: {
-      ...baseEnv(),
-      NODE_ENV: 'production',
-      PORT: '0',
-      STATEHOUSE_HOST: HOST,
-      STATEHOUSE_BOOTSTRAP_TOKEN: TOKEN,
-      STATEHOUSE_LOG_LEVEL: 'info',
-      STATEHOUSE_DATA_DIR: join(dir, 'data'),
-    },
+    env: serverEnv({ STATEHOUSE_LOG_LEVEL: 'info', STATEHOUSE_DATA_DIR: join(dir, 'data') }),
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const { url } = await readyFromLog(server, captureOutput(server, 64 * 1024));

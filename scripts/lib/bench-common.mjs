@@ -60,6 +60,19 @@ export function baseEnv() {
   return env;
 }
 
+/** The environment of a benchmarked `statehouse serve` on 127.0.0.1, with `extra` on top. */
+export function serverEnv(extra = {}) {
+  return {
+    ...baseEnv(),
+    NODE_ENV: 'production',
+    PORT: '0',
+    STATEHOUSE_HOST: HOST,
+    STATEHOUSE_BOOTSTRAP_TOKEN: TOKEN,
+    STATEHOUSE_LOG_LEVEL: 'warn',
+    ...extra,
+  };
+}
+
 /** A TCP port free on 127.0.0.1 right now. */
 export function freePort() {
   return new Promise((resolve, reject) => {
