@@ -19,11 +19,11 @@ import {
   median,
   numberArg,
   onStopSignal,
+  pipelineCredentials,
   readyUrl,
   root,
   serverEnv,
   stopProcess,
-  TOKEN,
 } from './lib/bench-common.mjs';
 
 const other = args.find((a) => !a.startsWith('--'));
@@ -56,17 +56,7 @@ async function startStatehouse(checkout, tag) {
   });
   procs.push(proc);
   const { url } = await readyUrl(proc);
-  const post = async (path, bearer, body) => {
-    const r = await fetch(`${url}${path}`, {
-      method: 'POST',
-      headers: { Authorization: `Bearer ${bearer}`, 'content-type': 'application/json' },
-      body: body && JSON.stringify(body),
-    });
-    if (!r.ok) throw new Error(`${tag}: POST ${path} answered ${r.status}: ${await r.text()}`);
-    return r.json();
-  };
-  const { token } = await post('/v1/auth/tokens', TOKEN, { name: 'compare', subject: 'svc:bench' });
-  const creds = await post('/v1/auth/issue-s3-creds', token);
+  const { creds } = await pipelineCredentials(url);
   return { s3: `${url}/s3`, creds };
 }
 
@@ -85,7 +75,7 @@ async function startBare() {
     });
     proc.once('exit', (code) => fail(new Error(`bench-bare exited (${code})`)));
   });
-  const creds = { AccessKeyId: 'AKIABARE', SecretAccessKey: 'bare', SessionToken: 'bare' };
+  const creds = { accessKeyId: 'AKIABARE', secretAccessKey: 'bare', sessionToken: 'bare' };
   return { s3: `http://${HOST}:${port}/s3`, creds };
 }
 
@@ -108,9 +98,9 @@ function load({ s3, creds }) {
     {
       env: {
         ...process.env,
-        BENCH_S3_ACCESS_KEY_ID: creds.AccessKeyId,
-        BENCH_S3_SECRET_ACCESS_KEY: creds.SecretAccessKey,
-        BENCH_S3_SESSION_TOKEN: creds.SessionToken,
+        BENCH_S3_ACCESS_KEY_ID: creds.accessKeyId,
+        BENCH_S3_SECRET_ACCESS_KEY: creds.secretAccessKey,
+        BENCH_S3_SESSION_TOKEN: creds.sessionToken,
       },
     },
   );

@@ -3,9 +3,15 @@
 //
 //   node scripts/bench-load.mjs <scenario> <baseUrl> <token> <concurrency> <seconds> [sizeBytes]
 //
+// <baseUrl> may be a comma-separated list (replicas of one deployment): worker w talks to the
+// (w mod n)-th.
+//
 // scenarios: post (each worker writes its own unit, serial increasing), get (each worker reads
 // a unit prepared by `post`), lock (LOCK + UNLOCK round trips, one state per worker),
-// lock-contended (all workers on one state).
+// lock-contended (all workers on one state), lock-fight (the workers fight over 4 states; each
+// won lock is marked held here until just before its UNLOCK is sent, so a LOCK answered 200
+// while another worker's mark is set is a second holder: counted in `twoHolders`, which must
+// stay 0).
 import http from 'node:http';
 import { randomUUID } from 'node:crypto';
 import { runWorkers, stateTemplate } from './lib/bench-common.mjs';
@@ -16,9 +22,9 @@ const seconds = Number(secondsArg);
 const size = Number(sizeArg ?? 0);
 const agent = new http.Agent({ keepAlive: true, maxSockets: concurrency });
 const auth = `Basic ${Buffer.from(`bench:${token}`).toString('base64')}`;
-const url = new URL(baseUrl);
+const urls = baseUrl.split(',').map((u) => new URL(u));
 
-function send(method, path, body) {
+function send(method, path, body, url = urls[0]) {
   return new Promise((resolve, reject) => {
     const req = http.request(
       {
@@ -77,18 +83,32 @@ switch (scenario) {
   }
   case 'lock':
   case 'lock-contended':
+  case 'lock-fight': {
+    const holders = new Map();
+    let twoHolders = 0;
     result = await runAll(async (w) => {
       const path =
-        scenario === 'lock' ? `/v1/backend/bench/lock-${w}` : '/v1/backend/bench/contended';
+        scenario === 'lock'
+          ? `/v1/backend/bench/lock-${w}`
+          : scenario === 'lock-fight'
+            ? `/v1/backend/bench/fight-${w % 4}`
+            : '/v1/backend/bench/contended';
+      const url = urls[w % urls.length];
       const info = Buffer.from(
         JSON.stringify({ ID: randomUUID(), Operation: 'OperationTypeApply', Who: `w${w}` }),
       );
-      const l = await send('LOCK', path, info);
+      const l = await send('LOCK', path, info, url);
       if (l.status !== 200) return { ok: false, status: l.status, bytes: 0 };
-      const u = await send('UNLOCK', path, info);
+      if (holders.has(path)) twoHolders++;
+      holders.set(path, w);
+      await new Promise((r) => setImmediate(r)); // let other answers arrive while this one holds
+      holders.delete(path);
+      const u = await send('UNLOCK', path, info, url);
       return { ok: u.status === 200, status: u.status, bytes: 0 };
     });
+    result.twoHolders = twoHolders;
     break;
+  }
   default:
     throw new Error(`unknown scenario ${scenario}`);
 }

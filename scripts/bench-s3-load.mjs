@@ -25,8 +25,8 @@
 // reported as clientHashMs; it is part of the wall clock that requests/s and MB/s are over).
 import http from 'node:http';
 import https from 'node:https';
-import { createHash, createHmac } from 'node:crypto';
 import { runWorkers, stateTemplate } from './lib/bench-common.mjs';
+import { sha256Hex, sigv4Signer } from './lib/bench-sigv4.mjs';
 
 const [scenario, baseUrl, concArg, secondsArg, sizeArg] = process.argv.slice(2);
 const concurrency = Number(concArg);
@@ -46,7 +46,7 @@ const creds = {
 const REGION = 'us-east-1';
 const BUCKET = 'tfstate';
 const EXPECT_CONTINUE_FROM = 2 * 1024 * 1024; // Terraform (aws-sdk-go-v2) sends it from 2 MiB
-const EMPTY_SHA256 = createHash('sha256').update('').digest('hex');
+const EMPTY_SHA256 = sha256Hex('');
 const REQUEST_TIMEOUT_MS = 180_000;
 
 const url = new URL(baseUrl);
@@ -56,48 +56,10 @@ const agent = new transport.Agent({ keepAlive: true, maxSockets: concurrency });
 
 // ------------------------------------------------------------------ SigV4 (header signing)
 
-const sha256Hex = (data) => createHash('sha256').update(data).digest('hex');
-const hmac = (key, data) => createHmac('sha256', key).update(data).digest();
-
-let signingKeyCache = { date: '', key: undefined };
-function signingKey(date) {
-  if (signingKeyCache.date !== date) {
-    const kDate = hmac(`AWS4${creds.secretAccessKey}`, date);
-    const kRegion = hmac(kDate, REGION);
-    const kService = hmac(kRegion, 's3');
-    signingKeyCache = { date, key: hmac(kService, 'aws4_request') };
-  }
-  return signingKeyCache.key;
-}
-
+const signer = sigv4Signer(creds, REGION);
 /** SigV4 headers for a request without query string; `path` is sent exactly as given. */
-function signedHeaders(method, path, payloadHash) {
-  const amzDate = new Date()
-    .toISOString()
-    .replace(/[-:]/g, '')
-    .replace(/\.\d{3}/, ''); // YYYYMMDDTHHMMSSZ
-  const date = amzDate.slice(0, 8);
-  const scope = `${date}/${REGION}/s3/aws4_request`;
-  const host = url.host;
-  const names = 'host;x-amz-content-sha256;x-amz-date;x-amz-security-token';
-  const canonicalRequest = [
-    method,
-    path, // the raw path is the canonical URI for S3 (no double encoding, no normalisation)
-    '', // no query
-    `host:${host}\nx-amz-content-sha256:${payloadHash}\nx-amz-date:${amzDate}\nx-amz-security-token:${creds.sessionToken}\n`,
-    names,
-    payloadHash,
-  ].join('\n');
-  const stringToSign = ['AWS4-HMAC-SHA256', amzDate, scope, sha256Hex(canonicalRequest)].join('\n');
-  const signature = createHmac('sha256', signingKey(date)).update(stringToSign).digest('hex');
-  return {
-    Host: host,
-    'X-Amz-Content-Sha256': payloadHash,
-    'X-Amz-Date': amzDate,
-    'X-Amz-Security-Token': creds.sessionToken,
-    Authorization: `AWS4-HMAC-SHA256 Credential=${creds.accessKeyId}/${scope}, SignedHeaders=${names}, Signature=${signature}`,
-  };
-}
+const signedHeaders = (method, path, payloadHash) =>
+  signer.headers(method, url.host, path, payloadHash);
 
 // ------------------------------------------------------------------ requests
 

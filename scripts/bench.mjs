@@ -1,140 +1,494 @@
-// `npm run bench`: the figures the core issue asks for, measured against the real server
-// process with load from a separate process (scripts/bench-load.mjs).
+// `npm run bench`: the performance figures of issue 12, each as ours / reference / ratio, measured
+// in the same run. A figure is the median of ROUNDS runs, interleaved round by round (ours,
+// reference, ours, …) so that a noisy, shared machine shifts all alike; the spread (min–max) is
+// printed with it. The load generator runs in its own process pinned to core 1 and the servers
+// to core 0 (`taskset`, when there is more than one core). Everything listens on 127.0.0.1.
 //
-//  1. time to first healthy /readyz on the embedded default, new data dir and existing one;
-//  2. HTTP-backend POST and GET of 1 MiB and 50 MiB states (requests/s, MB/s), server peak RSS;
-//  3. lock acquire+release round trips per second, 32 concurrent clients, on PostgreSQL
-//     (a throwaway cluster via scripts/with-postgres.sh unless DATABASE_URL is set).
+//  get     S3 GetObject of a presigned URL (full SigV4 + session token) and HTTP-backend GET of
+//          100 KiB and 1 MiB states (embedded database, fs blobs), with wrk — against bare Node
+//          answering the same bytes from memory (scripts/bench-bare.mjs --memory), the minimal
+//          NestJS app doing the same work (scripts/bench-ref-nest.mjs) and s3rver
+//          (scripts/bench-ref-s3rver.mjs);
+//  put     S3 PutObject of a 1 MiB state (Node load generator: each request signed) against a bare
+//          Node server that receives the body, fsyncs it to a file and answers; then the server's
+//          memory growth over a 50 MiB PutObject (it must stay streamed);
+//  locks   LOCK+UNLOCK round trips, 32 clients each on its own state, two replicas on PostgreSQL,
+//          against bare SQL lock rows (scripts/bench-ref-sql.mjs); then 32 clients fighting over
+//          4 states, which must never see two holders (a throwaway cluster via
+//          scripts/with-postgres.sh unless DATABASE_URL is set);
+//  plan    `terraform plan` of 200 resources: `backend "s3"` with static credentials and with the
+//          README's credential_process, against the `local` backend;
+//  readyz  time to the first healthy /readyz on the embedded default, new and existing data dir.
 //
-// Options: --quick (shorter runs), --only=readyz|http|locks.
-import { execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+// Options: --only=get,put,… (default: all), --quick (3 rounds of shorter runs), --rounds=N,
+// --seconds=S (per load run).
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
+import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import {
-  baseEnv,
   buildIfStale,
   captureOutput,
   CLI,
+  exchange,
+  HOST,
   MiB,
-  only,
-  portFromProc,
+  median,
+  numberArg,
+  onStopSignal,
+  pipelineCredentials,
   procStatusMiB,
   quick,
+  readyUrl,
   root,
+  serverEnv,
+  stateTemplate,
   stopProcess,
-  TOKEN,
-  waitReady,
 } from './lib/bench-common.mjs';
+import { sha256Hex, sigv4Signer } from './lib/bench-sigv4.mjs';
 
 buildIfStale();
-const SECONDS = quick ? 4 : 10;
+const ROUNDS = numberArg('rounds', quick ? 3 : 5);
+const SECONDS = numberArg('seconds', quick ? 2 : 4);
+const onlyArg = process.argv.find((a) => a.startsWith('--only='))?.slice(7);
+const sections = onlyArg ? onlyArg.split(',') : ['get', 'put', 'locks', 'plan', 'readyz'];
+const NODE = process.execPath;
 
-async function startServer(extraEnv) {
-  const t0 = performance.now();
-  const proc = spawn(process.execPath, [CLI, 'serve'], {
-    env: {
-      ...baseEnv(),
-      NODE_ENV: 'production',
-      PORT: '0',
-      STATEHOUSE_HOST: '127.0.0.1',
-      STATEHOUSE_BOOTSTRAP_TOKEN: TOKEN,
-      STATEHOUSE_LOG_LEVEL: 'warn',
-      ...extraEnv,
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const log = captureOutput(proc);
-  const deadline = Date.now() + 120_000;
-  // The listening line is logged at info; with level warn, find the port from /proc instead.
-  const port = await portFromProc(proc, log, deadline, 10);
-  const url = `http://127.0.0.1:${port}`;
-  await waitReady(url, proc, log, deadline, 10);
-  const readyMs = performance.now() - t0;
-  const readyCpuMs = cpuMs(proc.pid);
-  return {
-    url,
-    proc,
-    readyMs,
-    readyCpuMs,
-    peakRssMiB: () => procStatusMiB(proc.pid, 'VmHWM'),
-    stop: () => stopProcess(proc),
-  };
+// ------------------------------------------------------------------ processes and pinning
+
+const pinned = cpus().length > 1 && spawnSync('taskset', ['-c', '0', 'true']).status === 0;
+/** argv for a command on core `core` (no pinning on one core or without taskset). */
+const onCore = (core, cmd, argv) =>
+  pinned ? ['taskset', ['-c', String(core), cmd, ...argv]] : [cmd, argv];
+
+const procs = new Set();
+const dirs = new Set();
+const tempDir = (tag) => {
+  const d = mkdtempSync(join(tmpdir(), `statehouse-bench-${tag}-`));
+  dirs.add(d);
+  return d;
+};
+async function cleanup() {
+  await Promise.all([...procs].map(stopProcess));
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+}
+onStopSignal(cleanup);
+
+function spawnServer(argv, env) {
+  const [cmd, args] = onCore(0, NODE, argv);
+  const proc = spawn(cmd, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  procs.add(proc);
+  proc.once('exit', () => procs.delete(proc));
+  return proc;
 }
 
-function load(scenario, url, concurrency, size = 0) {
-  const out = execFileSync(
-    process.execPath,
-    [
-      join(root, 'scripts/bench-load.mjs'),
-      scenario,
-      url,
-      TOKEN,
-      String(concurrency),
-      String(SECONDS),
-      String(size),
-    ],
-    { encoding: 'utf8', maxBuffer: 1 << 20 },
+/** A reference server script that prints `{"port":N}` once it listens. */
+async function startReference(script, args, env = {}) {
+  const proc = spawnServer([join(root, 'scripts', script), ...args], {
+    ...process.env,
+    PORT: '0',
+    ...env,
+  });
+  const log = captureOutput(proc, 16 * 1024);
+  const port = await new Promise((ok, fail) => {
+    const timer = setInterval(() => {
+      const m = /"port":(\d+)/.exec(log());
+      if (m) ok(Number(m[1]));
+    }, 20);
+    proc.once('exit', (code) => fail(new Error(`${script} exited (${code}): ${log()}`)));
+    setTimeout(() => fail(new Error(`${script} did not listen: ${log()}`)), 60_000);
+  }).finally(() => undefined);
+  return { origin: `http://${HOST}:${port}`, proc, stop: () => stopProcess(proc) };
+}
+
+/** `statehouse serve` (fs blobs under a fresh data dir) with a pipeline token and S3 credentials. */
+async function startStatehouse(extraEnv = {}) {
+  const proc = spawnServer(
+    [CLI, 'serve'],
+    serverEnv({ STATEHOUSE_STS_TTL: '1h', STATEHOUSE_DATA_DIR: tempDir('data'), ...extraEnv }),
   );
+  const { url, log } = await readyUrl(proc);
+  return { url, proc, log, stop: () => stopProcess(proc), ...(await pipelineCredentials(url)) };
+}
+
+// ------------------------------------------------------------------ load and figures
+
+const which = (cmd) => spawnSync('sh', ['-c', `command -v ${cmd}`]).status === 0;
+
+/** One wrk run: requests/s and latency; any non-2xx answer or socket error fails it. */
+function wrk(url, { conc = 16, headers = {} } = {}) {
+  const argv = [
+    '-t1',
+    '--timeout',
+    '30s',
+    `-c${conc}`,
+    `-d${SECONDS}s`,
+    '--latency',
+    ...Object.entries(headers).flatMap(([k, v]) => ['-H', `${k}: ${v}`]),
+    url,
+  ];
+  const [cmd, args] = onCore(1, 'wrk', argv);
+  const out = execFileSync(cmd, args, { encoding: 'utf8' });
+  const bad =
+    /Non-2xx or 3xx responses: (\d+)/.exec(out)?.[1] ?? /Socket errors: (.*)/.exec(out)?.[1];
+  if (bad) throw new Error(`wrk ${url.split('?')[0]}: failed requests (${bad})\n${out}`);
+  const ms = (p) => {
+    const m = new RegExp(`\\s${p}%\\s+([\\d.]+)(us|ms|s)`).exec(out);
+    return m ? Number(m[1]) * { us: 0.001, ms: 1, s: 1000 }[m[2]] : NaN;
+  };
+  return { perSecond: Number(/Requests\/sec:\s+([\d.]+)/.exec(out)[1]), p50: ms(50), p99: ms(99) };
+}
+
+/** A load script of this directory in its own process (pinned); its last JSON line. */
+function nodeLoad(script, args, env = {}) {
+  const [cmd, argv] = onCore(1, NODE, [join(root, 'scripts', script), ...args.map(String)]);
+  const out = execFileSync(cmd, argv, {
+    encoding: 'utf8',
+    env: { ...process.env, ...env },
+    maxBuffer: 1 << 20,
+  });
   return JSON.parse(out.trim().split('\n').pop());
 }
 
+/**
+ * Runs `targets` (name → () => { perSecond, … }) ROUNDS times, interleaved, and answers each
+ * one's runs. A target that throws fails the section.
+ */
+function interleaved(targets, rounds = ROUNDS) {
+  const runs = Object.fromEntries(Object.keys(targets).map((k) => [k, []]));
+  for (let i = 0; i < rounds; i++)
+    for (const [k, run] of Object.entries(targets)) runs[k].push(run());
+  return runs;
+}
+
+const fmt = (n, d = 0) => (Number.isFinite(n) ? n.toFixed(d) : 'n/a');
+/** "median (min–max)" of one field of a target's runs. */
+function spread(runs, field = 'perSecond', d = 0) {
+  const xs = runs.map((r) => r[field]);
+  return `${fmt(median(xs), d)} (${fmt(Math.min(...xs), d)}–${fmt(Math.max(...xs), d)})`;
+}
+const ratio = (a, b, field = 'perSecond') =>
+  median(a.map((r) => r[field])) / median(b.map((r) => r[field]));
+
 const report = [];
-const line = (s) => {
+const line = (s = '') => {
   report.push(s);
   console.log(s);
 };
+const verdict = (value, goal, higherIsBetter = true) =>
+  `${fmt(value, 2)}× (goal ${higherIsBetter ? '≥' : '≤'} ${goal}×: ${(higherIsBetter ? value >= goal : value <= goal) ? 'met' : 'NOT met'})`;
 
-console.log(
-  `Statehouse benchmarks — node ${process.version}, ${new Date().toISOString()}${quick ? ' (quick)' : ''}`,
-);
+// ------------------------------------------------------------------ get
 
-if (!only || only === 'readyz') {
-  line('\n## time to first healthy /readyz (embedded database, fs blobs)');
-  const dir = mkdtempSync(join(tmpdir(), 'statehouse-bench-'));
-  const RUNS = quick ? 2 : 5;
+/** PUT over node:http (fetch's undici is not what Terraform sends, and trips on early answers). */
+async function putState(origin, path, signer, body) {
+  const url = new URL(origin);
+  const headers = signer ? signer.headers('PUT', url.host, path, sha256Hex(body)) : {};
+  const agent = new http.Agent();
+  const r = await exchange(
+    agent,
+    url,
+    'PUT',
+    path,
+    {
+      ...headers,
+      'content-type': 'application/json',
+      'content-length': String(body.length),
+    },
+    body,
+  );
+  agent.destroy();
+  if (r.status !== 200) throw new Error(`PUT ${origin}${path} answered ${r.status}: ${r.body}`);
+}
+
+async function expectBody(url, headers, size) {
+  const r = await fetch(url, { headers });
+  const got = (await r.arrayBuffer()).byteLength;
+  if (r.status !== 200 || got !== size)
+    throw new Error(`GET ${url.split('?')[0]} answered ${r.status} with ${got} bytes, not ${size}`);
+}
+
+async function sectionGet() {
+  line(
+    '\n## S3 GetObject (presigned: full SigV4 + session token) and HTTP-backend GET — embedded database, fs blobs',
+  );
+  if (!which('wrk')) {
+    line('**wrk is not installed (`apt-get install wrk`): this section is SKIPPED.**');
+    return;
+  }
+  const sh = await startStatehouse();
+  const bare = await startReference('bench-bare.mjs', [tempDir('bare'), '--memory']);
+  const nest = await startReference('bench-ref-nest.mjs', [tempDir('nest')]);
+  const s3rver = await startReference('bench-ref-s3rver.mjs', [tempDir('s3rver')]);
+  const s3rverSigner = sigv4Signer({ accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' });
+  const nestSigner = sigv4Signer({
+    accessKeyId: 'AKIAREFERENCE',
+    secretAccessKey: 'reference-secret',
+  });
+  const ourSigner = sigv4Signer(sh.creds);
   try {
-    const runs = { new: [], existing: [] };
-    for (let i = 0; i < RUNS; i++) {
-      const d = join(dir, `new-${i}`);
-      for (const [kind, env] of [
-        ['new', { STATEHOUSE_DATA_DIR: d }],
-        ['existing', { STATEHOUSE_DATA_DIR: d }],
-      ]) {
-        // A child the server starts (the initdb fallback) has its own peak: sample it too.
-        const children = sampleChildrenPeak();
-        const s = await startServer(env);
-        const child = children.stop();
-        runs[kind].push({ ms: s.readyMs, cpu: s.readyCpuMs, rss: s.peakRssMiB(), child });
-        await s.stop();
+    line('| state | target | req/s, median (min–max) | p99 ms | ratio to bare Node |');
+    line('|---|---|---|---|---|');
+    for (const size of [100 * 1024, 1 * MiB]) {
+      const template = stateTemplate(size);
+      template.setSerial(1);
+      const body = template.buf;
+      const unit = `bench/get-${size}`;
+      const key = `/tfstate/${unit}/terraform.tfstate`;
+      await putState(sh.url, `/s3${key}`, ourSigner, body);
+      await putState(bare.origin, key, undefined, body);
+      await putState(nest.origin, `/s3${key}`, undefined, body);
+      await putState(s3rver.origin, key, s3rverSigner, body);
+      const bearer = { Authorization: `Bearer ${sh.token}` };
+      const urls = {
+        'Statehouse S3': [ourSigner.presign('GET', sh.url, `/s3${key}`), {}],
+        'Statehouse HTTP backend': [`${sh.url}/v1/backend/${unit}`, bearer],
+        'bare Node (memory)': [`${bare.origin}${key}`, {}],
+        'minimal NestJS app': [nestSigner.presign('GET', nest.origin, `/s3${key}`), {}],
+        s3rver: [s3rverSigner.presign('GET', s3rver.origin, key), {}],
+      };
+      for (const [url, headers] of Object.values(urls)) await expectBody(url, headers, body.length);
+      const runs = interleaved(
+        Object.fromEntries(
+          Object.entries(urls).map(([k, [url, headers]]) => [k, () => wrk(url, { headers })]),
+        ),
+      );
+      const b = runs['bare Node (memory)'];
+      for (const [k, r] of Object.entries(runs)) {
+        line(
+          `| ${size / 1024} KiB | ${k} | ${spread(r)} | ${spread(r, 'p99', 1)} | ${fmt(ratio(r, b), 3)} |`,
+        );
       }
-    }
-    for (const kind of ['new', 'existing']) {
-      const r = runs[kind];
-      const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-      const child = Math.max(...r.map((x) => x.child));
+      const goal = size === MiB ? 0.35 : 0.1;
       line(
-        `${`${kind} data dir:`.padEnd(19)}median ${(median(r.map((x) => x.ms)) / 1000).toFixed(2)} s ` +
-          `(${r.map((x) => (x.ms / 1000).toFixed(2)).join(', ')}); ` +
-          `CPU median ${(median(r.map((x) => x.cpu)) / 1000).toFixed(2)} s; server peak RSS ` +
-          `${Math.max(...r.map((x) => x.rss)).toFixed(0)} MiB` +
-          (child > 0 ? `, child process peak ${child.toFixed(0)} MiB` : ''),
+        `| ${size / 1024} KiB | **goals** | S3 / bare ${verdict(ratio(runs['Statehouse S3'], b), goal)}; S3 / s3rver ${verdict(ratio(runs['Statehouse S3'], runs.s3rver), 1.5)}; HTTP / S3 ${verdict(ratio(runs['Statehouse HTTP backend'], runs['Statehouse S3']), 1)} | | |`,
       );
     }
   } finally {
-    rmSync(dir, { recursive: true, force: true });
+    await Promise.all([sh, bare, nest, s3rver].map((s) => s.stop()));
   }
 }
 
-/**
- * CPU time a process and its waited-for children used (utime, stime, cutime, cstime): unlike
- * the wall clock, hardly changed by other work on a shared machine.
- */
+// ------------------------------------------------------------------ put
+
+async function sectionPut() {
+  line(
+    '\n## S3 PutObject — embedded database, fs blobs (Node load generator, 8 clients, each request signed)',
+  );
+  const sh = await startStatehouse();
+  const bare = await startReference('bench-bare.mjs', [tempDir('bare'), '--fsync']);
+  const env = (c) => ({
+    BENCH_S3_ACCESS_KEY_ID: c.accessKeyId,
+    BENCH_S3_SECRET_ACCESS_KEY: c.secretAccessKey,
+    BENCH_S3_SESSION_TOKEN: c.sessionToken,
+  });
+  const put =
+    (s3, creds, size, conc = 8) =>
+    () => {
+      const r = nodeLoad('bench-s3-load.mjs', ['put', s3, conc, SECONDS, size], env(creds));
+      if (r.other > 0)
+        throw new Error(
+          `PutObject against ${s3}: ${r.other} failed requests: ${JSON.stringify(r.errors ?? r.statuses)}`,
+        );
+      return r;
+    };
+  try {
+    const bareCreds = { accessKeyId: 'AKIABARE', secretAccessKey: 'bare', sessionToken: 'bare' };
+    const runs = interleaved({
+      'Statehouse S3': put(`${sh.url}/s3`, sh.creds, MiB),
+      'bare Node (fsync)': put(`${bare.origin}/s3`, bareCreds, MiB),
+    });
+    line('| state | target | req/s, median (min–max) | MB/s | p99 ms |');
+    line('|---|---|---|---|---|');
+    for (const [k, r] of Object.entries(runs))
+      line(
+        `| 1 MiB | ${k} | ${spread(r)} | ${spread(r, 'mbPerSecond', 1)} | ${spread(r, 'p99ms', 1)} |`,
+      );
+    line(
+      `| 1 MiB | **goal** | ${verdict(ratio(runs['Statehouse S3'], runs['bare Node (fsync)']), 0.25)} | | |`,
+    );
+    const idle = procStatusMiB(sh.proc.pid, 'VmRSS');
+    const big = put(`${sh.url}/s3`, sh.creds, 50 * MiB, 2)();
+    const growth = procStatusMiB(sh.proc.pid, 'VmHWM') - idle;
+    line(
+      `| 50 MiB | Statehouse S3, 2 clients | ${big.perSecond} req/s, ${big.mbPerSecond} MB/s | peak RSS growth over idle: ${fmt(growth)} MiB (goal ≤ 64: ${growth <= 64 ? 'met' : 'NOT met'}) | |`,
+    );
+  } finally {
+    await Promise.all([sh.stop(), bare.stop()]);
+  }
+}
+
+// ------------------------------------------------------------------ locks
+
+async function sectionLocks() {
+  if (!process.env.DATABASE_URL) {
+    line('\n## locks on PostgreSQL: starting a throwaway cluster (scripts/with-postgres.sh)');
+    const me = fileURLToPath(import.meta.url);
+    const r = spawnSync(
+      join(root, 'scripts/with-postgres.sh'),
+      [NODE, me, '--only=locks', `--rounds=${ROUNDS}`, `--seconds=${SECONDS}`],
+      {
+        encoding: 'utf8',
+        stdio: ['ignore', 'pipe', 'inherit'],
+      },
+    );
+    for (const l of (r.stdout ?? '').split('\n').filter((l) => /^(\||##|\*\*)/.test(l))) line(l);
+    if (r.status !== 0) line(`**The PostgreSQL lock benchmark failed (exit ${r.status}).**`);
+    return;
+  }
+  line('\n## LOCK+UNLOCK round trips (HTTP backend), PostgreSQL, two replicas, 32 clients');
+  const env = { DATABASE_URL: process.env.DATABASE_URL, STATEHOUSE_DATABASE_POOL_SIZE: '16' };
+  // The first replica migrates; the second starts on the migrated schema.
+  const a = await startStatehouse(env);
+  const b = await startStatehouse(env);
+  try {
+    const both = `${a.url},${b.url}`;
+    const lock = (scenario) => () =>
+      nodeLoad('bench-load.mjs', [scenario, both, a.token, 32, SECONDS]);
+    const runs = interleaved({
+      'Statehouse, 2 replicas': lock('lock'),
+      'bare SQL lock rows, 2 pools': () => nodeLoad('bench-ref-sql.mjs', [32, SECONDS, 2]),
+    });
+    line('| target | round trips/s, median (min–max) | p50 ms | p99 ms |');
+    line('|---|---|---|---|');
+    for (const [k, r] of Object.entries(runs))
+      line(`| ${k} | ${spread(r)} | ${spread(r, 'p50ms', 1)} | ${spread(r, 'p99ms', 1)} |`);
+    line(
+      `| **goal** | ${verdict(ratio(runs['Statehouse, 2 replicas'], runs['bare SQL lock rows, 2 pools']), 0.25)} | | |`,
+    );
+    const fight = lock('lock-fight')();
+    const refusedOnly = Object.keys(fight.statuses).every((s) => s === '200' || s === '423');
+    line(
+      `| 32 clients over 4 states | ${fight.perSecond} won round trips/s; answers ${JSON.stringify(fight.statuses)} | two holders at once: ${fight.twoHolders} | ${fight.twoHolders === 0 && refusedOnly ? 'correct' : '**WRONG**'} |`,
+    );
+    if (fight.twoHolders !== 0 || !refusedOnly) process.exitCode = 1;
+  } finally {
+    await Promise.all([a.stop(), b.stop()]);
+  }
+}
+
+// ------------------------------------------------------------------ plan
+
+const RESOURCES = 200;
+function mainTf(backendBlock) {
+  const resources = Array.from(
+    { length: RESOURCES },
+    (_, i) =>
+      `resource "terraform_data" "r${i}" {\n  input = "resource-${i}-${'x'.repeat(200)}"\n}\n`,
+  );
+  return `terraform {\n${backendBlock}\n}\n\n${resources.join('\n')}`;
+}
+
+async function sectionPlan() {
+  line(`\n## terraform plan, ${RESOURCES} resources (wall time, ms)`);
+  if (!which('terraform')) {
+    line('**terraform is not on the PATH: this section is SKIPPED.**');
+    return;
+  }
+  const sh = await startStatehouse();
+  const scratch = tempDir('plan');
+  try {
+    const home = join(scratch, 'home');
+    mkdirSync(home);
+    writeFileSync(join(scratch, 'terraformrc'), '');
+    writeFileSync(join(scratch, 'aws-credentials'), '');
+    writeFileSync(
+      join(scratch, 'aws-config'),
+      `[profile statehouse]\nregion = us-east-1\ncredential_process = "${NODE}" "${CLI}" creds --json --server ${sh.url}\n`,
+    );
+    const env = {};
+    for (const [k, v] of Object.entries(process.env)) {
+      if (!/^(TF_|AWS_|STATEHOUSE_)/.test(k) && !/_proxy$/i.test(k) && k !== 'DATABASE_URL')
+        env[k] = v;
+    }
+    Object.assign(env, {
+      HOME: home,
+      TF_CLI_CONFIG_FILE: join(scratch, 'terraformrc'),
+      TF_IN_AUTOMATION: '1',
+      CHECKPOINT_DISABLE: '1',
+      AWS_CONFIG_FILE: join(scratch, 'aws-config'),
+      AWS_SHARED_CREDENTIALS_FILE: join(scratch, 'aws-credentials'),
+      AWS_EC2_METADATA_DISABLED: 'true',
+      STATEHOUSE_TOKEN: sh.token,
+    });
+    const s3 = (credentials) =>
+      [
+        '  backend "s3" {',
+        '    bucket = "tfstate"',
+        '    key = "bench/plan/terraform.tfstate"',
+        '    region = "us-east-1"',
+        '    use_lockfile = true',
+        `    endpoints = { s3 = "${sh.url}/s3" }`,
+        '    use_path_style = true',
+        '    skip_credentials_validation = true',
+        '    skip_requesting_account_id = true',
+        '    skip_region_validation = true',
+        '    skip_metadata_api_check = true',
+        credentials,
+        '  }',
+      ].join('\n');
+    const c = sh.creds;
+    const backends = {
+      local: '  backend "local" {}',
+      's3, static credentials': s3(
+        `    access_key = "${c.accessKeyId}"\n    secret_key = "${c.secretAccessKey}"\n    token = "${c.sessionToken}"`,
+      ),
+      's3, credential_process': s3('    profile = "statehouse"'),
+    };
+    const tf = (cwd, argv) => {
+      const t0 = performance.now();
+      const r = spawnSync('terraform', argv, { cwd, env, encoding: 'utf8', timeout: 600_000 });
+      if (r.status !== 0)
+        throw new Error(`terraform ${argv[0]} in ${cwd} failed:\n${r.stdout}\n${r.stderr}`);
+      return { ms: performance.now() - t0, stdout: r.stdout };
+    };
+    const dirsByName = {};
+    for (const [name, block] of Object.entries(backends)) {
+      const work = join(scratch, name.replace(/\W+/g, '-'));
+      mkdirSync(work);
+      writeFileSync(join(work, 'main.tf'), mainTf(block));
+      tf(work, ['init', '-input=false', '-no-color']);
+      // The two s3 configurations share one state: the first applies, the second finds no changes.
+      const apply = tf(work, ['apply', '-auto-approve', '-input=false', '-no-color']);
+      if (!/Apply complete/.test(apply.stdout))
+        throw new Error(`terraform apply (${name}) did not complete`);
+      dirsByName[name] = work;
+    }
+    const runs = interleaved(
+      Object.fromEntries(
+        Object.entries(dirsByName).map(([name, work]) => [
+          name,
+          () => {
+            const r = tf(work, ['plan', '-input=false', '-no-color', '-lock=true']);
+            if (!/No changes\./.test(r.stdout))
+              throw new Error(`terraform plan (${name}) found changes`);
+            return { perSecond: r.ms };
+          },
+        ]),
+      ),
+    );
+    line('| backend | ms, median (min–max) | ratio to local |');
+    line('|---|---|---|');
+    for (const [k, r] of Object.entries(runs))
+      line(`| ${k} | ${spread(r)} | ${fmt(ratio(r, runs.local), 2)} |`);
+    const med = (k) => median(runs[k].map((r) => r.perSecond));
+    const extra = med('s3, credential_process') - med('s3, static credentials');
+    line(
+      `| **goals** | static / local ${verdict(ratio(runs['s3, static credentials'], runs.local), 1.1, false)}; credential_process adds ${fmt(extra)} ms over static (goal ≤ 80: ${extra <= 80 ? 'met' : 'NOT met'}) | |`,
+    );
+  } finally {
+    await sh.stop();
+  }
+}
+
+// ------------------------------------------------------------------ readyz
+
+/** CPU time of a process and its waited-for children (utime, stime, cutime, cstime). */
 function cpuMs(pid) {
   const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-  const ticks = [11, 12, 13, 14].reduce((sum, i) => sum + Number(fields[i]), 0);
-  return (ticks * 1000) / 100; // USER_HZ
+  return ([11, 12, 13, 14].reduce((sum, i) => sum + Number(fields[i]), 0) * 1000) / 100;
 }
 
 /** Polls /proc for processes whose parent is a server started meanwhile; their peak VmHWM. */
@@ -143,8 +497,7 @@ function sampleChildrenPeak() {
   const timer = setInterval(() => {
     for (const pid of readdirSync('/proc').filter((n) => /^\d+$/.test(n))) {
       try {
-        const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-        const ppid = /PPid:\s+(\d+)/.exec(status)?.[1];
+        const ppid = /PPid:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
         if (!ppid || readFileSync(`/proc/${ppid}/cmdline`, 'utf8').indexOf(CLI) < 0) continue;
         peak = Math.max(peak, procStatusMiB(pid, 'VmHWM') || 0);
       } catch {
@@ -155,78 +508,62 @@ function sampleChildrenPeak() {
   return { stop: () => (clearInterval(timer), peak) };
 }
 
-if (!only || only === 'http') {
-  line('\n## HTTP backend, embedded database, fs blobs (load from a separate process)');
-  line('| state | op | clients | req/s | MB/s | p50 ms | p99 ms | non-200 | server peak RSS |');
-  line('|---|---|---|---|---|---|---|---|---|');
-  for (const [size, conc] of [
-    [1 * MiB, 8],
-    [50 * MiB, 2],
-    [200 * MiB, 1],
-  ]) {
-    const dir = mkdtempSync(join(tmpdir(), 'statehouse-bench-'));
-    // Start twice: the numbers are for a server on an existing data dir, as in production.
-    await (await startServer({ STATEHOUSE_DATA_DIR: dir })).stop();
-    const s = await startServer({ STATEHOUSE_DATA_DIR: dir });
-    const idleRss = s.peakRssMiB();
-    try {
-      for (const op of ['post', 'get']) {
-        const r = load(op, s.url, conc, size);
-        line(
-          `| ${size / MiB} MiB | ${op.toUpperCase()} | ${conc} | ${r.perSecond} | ${r.mbPerSecond} | ${r.p50ms} | ${r.p99ms} | ${r.other} | ${s.peakRssMiB().toFixed(0)} MiB (idle ${idleRss.toFixed(0)}) |`,
-        );
-      }
-    } finally {
-      await s.stop();
-      rmSync(dir, { recursive: true, force: true });
+async function sectionReadyz() {
+  line('\n## time to the first healthy /readyz (embedded database, fs blobs)');
+  const runs = { new: [], existing: [] };
+  for (let i = 0; i < ROUNDS; i++) {
+    const dataDir = join(tempDir('readyz'), 'data');
+    for (const kind of ['new', 'existing']) {
+      const children = sampleChildrenPeak();
+      const t0 = performance.now();
+      const proc = spawnServer([CLI, 'serve'], serverEnv({ STATEHOUSE_DATA_DIR: dataDir }));
+      await readyUrl(proc);
+      const ms = performance.now() - t0;
+      runs[kind].push({
+        ms,
+        cpu: cpuMs(proc.pid),
+        rss: procStatusMiB(proc.pid, 'VmHWM'),
+        child: children.stop(),
+      });
+      await stopProcess(proc);
     }
+  }
+  line('| data dir | s, median (min–max) | CPU s, median | peak RSS MiB (server / child) | goal |');
+  line('|---|---|---|---|---|');
+  for (const [kind, goal] of [
+    ['new', 4],
+    ['existing', 1.5],
+  ]) {
+    const r = runs[kind].map((x) => ({ ...x, s: x.ms / 1000, cpuS: x.cpu / 1000 }));
+    const m = median(r.map((x) => x.s));
+    line(
+      `| ${kind} | ${spread(r, 's', 2)} | ${fmt(median(r.map((x) => x.cpuS)), 2)} | ${fmt(Math.max(...r.map((x) => x.rss)))} / ${fmt(Math.max(...r.map((x) => x.child)))} | ≤ ${goal} s: ${m <= goal ? 'met' : 'NOT met'} |`,
+    );
   }
 }
 
-if (!only || only === 'locks') {
-  if (!process.env.DATABASE_URL) {
-    line('\n## locks on PostgreSQL: starting a throwaway cluster (scripts/with-postgres.sh)');
-    try {
-      const out = execFileSync(
-        join(root, 'scripts/with-postgres.sh'),
-        [
-          process.execPath,
-          fileURLToPath(import.meta.url),
-          '--only=locks',
-          ...(quick ? ['--quick'] : []),
-        ],
-        {
-          encoding: 'utf8',
-          stdio: ['ignore', 'pipe', 'inherit'],
-        },
-      );
-      for (const l of out.split('\n').filter((l) => l.startsWith('|') || l.startsWith('##')))
-        line(l);
-    } catch (e) {
-      line(`PostgreSQL lock benchmark could not run: ${e.message.split('\n')[0]}`);
-    }
-  } else {
-    line('\n## lock acquire+release round trips, PostgreSQL, HTTP backend LOCK/UNLOCK');
-    line('| clients | states | round trips/s | p50 ms | p99 ms | refused (423) |');
-    line('|---|---|---|---|---|---|');
-    const dir = mkdtempSync(join(tmpdir(), 'statehouse-bench-'));
-    const s = await startServer({
-      STATEHOUSE_DATA_DIR: dir,
-      DATABASE_URL: process.env.DATABASE_URL,
-      STATEHOUSE_DATABASE_POOL_SIZE: '20',
-    });
-    try {
-      const own = load('lock', s.url, 32);
-      line(
-        `| 32 | one each | ${own.perSecond} | ${own.p50ms} | ${own.p99ms} | ${own.statuses['423'] ?? 0} |`,
-      );
-      const one = load('lock-contended', s.url, 32);
-      line(
-        `| 32 | one shared | ${one.perSecond} | ${one.p50ms} | ${one.p99ms} | ${one.statuses['423'] ?? 0} |`,
-      );
-    } finally {
-      await s.stop();
-      rmSync(dir, { recursive: true, force: true });
-    }
+// ------------------------------------------------------------------ main
+
+const all = {
+  get: sectionGet,
+  put: sectionPut,
+  locks: sectionLocks,
+  plan: sectionPlan,
+  readyz: sectionReadyz,
+};
+console.log(
+  `Statehouse benchmarks — node ${process.version}, ${cpus().length} cores, ${new Date().toISOString()}; ` +
+    `median of ${ROUNDS} interleaved runs of ${SECONDS} s; ${pinned ? 'load on core 1, servers on core 0' : 'not pinned (one core or no taskset)'}`,
+);
+try {
+  for (const name of sections) {
+    if (!all[name])
+      throw new Error(`unknown section ${name}; known: ${Object.keys(all).join(', ')}`);
+    await all[name]();
   }
+} catch (e) {
+  console.error(e);
+  process.exitCode = 1;
+} finally {
+  await cleanup();
 }

@@ -151,6 +151,32 @@ export async function readyUrl(proc, maxLog = 64 * 1024) {
   return { url, log };
 }
 
+/**
+ * A pipeline's API token (svc:bench, made with the bootstrap token) and the S3 credentials it is
+ * issued, from a server at `url`.
+ */
+export async function pipelineCredentials(url) {
+  const post = async (path, bearer, body) => {
+    const r = await fetch(`${url}${path}`, {
+      method: 'POST',
+      headers: { Authorization: `Bearer ${bearer}`, 'content-type': 'application/json' },
+      body: body && JSON.stringify(body),
+    });
+    if (!r.ok) throw new Error(`POST ${url}${path} answered ${r.status}: ${await r.text()}`);
+    return r.json();
+  };
+  const { token } = await post('/v1/auth/tokens', TOKEN, { name: 'bench', subject: 'svc:bench' });
+  const c = await post('/v1/auth/issue-s3-creds', token);
+  return {
+    token,
+    creds: {
+      accessKeyId: c.AccessKeyId,
+      secretAccessKey: c.SecretAccessKey,
+      sessionToken: c.SessionToken,
+    },
+  };
+}
+
 /** On SIGINT or SIGTERM: `cleanup()`, then exit 130. */
 export function onStopSignal(cleanup) {
   for (const sig of ['SIGINT', 'SIGTERM']) {

@@ -51,6 +51,11 @@ describe(`state reads and the current-version cache (${ON_POSTGRES ? 'PostgreSQL
       misses: valueOf(samples, 'statehouse_state_read_cache_total', { result: 'miss' }) ?? 0,
     };
   };
+  /** Hits and misses since `before` (a `cacheCounts()`). */
+  const cacheSince = async (before: { hits: number; misses: number }) => {
+    const after = await cacheCounts();
+    return { hits: after.hits - before.hits, misses: after.misses - before.misses };
+  };
 
   it('reads with nothing changed in between are answered without a query (embedded only)', async () => {
     const name = 'cache/repeat';
@@ -58,15 +63,41 @@ describe(`state reads and the current-version cache (${ON_POSTGRES ? 'PostgreSQL
     await put(name, body);
     const before = await cacheCounts();
     for (let i = 0; i < 20; i++) expect(await read(name)).toBe(body);
-    const after = await cacheCounts();
-    const hits = after.hits - before.hits;
-    const misses = after.misses - before.misses;
+    const { hits, misses } = await cacheSince(before);
     if (ON_POSTGRES) {
       expect({ hits, misses }).toEqual({ hits: 0, misses: 0 });
     } else {
       // 40 reads; the batched audit insert of the reads (every 250 ms) is a change too.
       expect(hits + misses).toBe(40);
       expect(hits).toBeGreaterThanOrEqual(30);
+    }
+  });
+
+  it('reads with an API token stay answered from memory: recording its use writes once a minute (embedded only)', async () => {
+    const name = 'cache/api-token';
+    const body = tfState(1, 'lineage-t');
+    await put(name, body);
+    const created = await apiFetch(server, '/v1/auth/tokens', {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ name: 'cache-reader', subject: 'svc:cache-reader' }),
+    });
+    expect(created.status).toBe(201);
+    const { token } = (await created.json()) as { token: string };
+    const get = () =>
+      fetch(`${server.url}/v1/backend/${name}`, { headers: { Authorization: `Bearer ${token}` } });
+    expect((await get()).status).toBe(200); // the first use is recorded
+    const before = await cacheCounts();
+    for (let i = 0; i < 20; i++) {
+      const r = await get();
+      expect({ status: r.status, body: await r.text() }).toEqual({ status: 200, body });
+    }
+    const { hits, misses } = await cacheSince(before);
+    if (ON_POSTGRES) {
+      expect({ hits, misses }).toEqual({ hits: 0, misses: 0 });
+    } else {
+      expect(hits + misses).toBe(20);
+      expect(hits).toBeGreaterThanOrEqual(15);
     }
   });
 
