@@ -78,6 +78,21 @@ describe(`LOCK and UNLOCK as one statement each (${DATABASE_KIND})`, () => {
     expect(refusal?.lock).toMatchObject({ id: 'L1', principal: 'user:alice' });
   });
 
+  it("the holder's repeat of its LOCK is one statement and answers its lock, audited once", async () => {
+    const addr = await existingState();
+    await s.locks.acquire(ALICE, addr, info('L1'), { generateId: false });
+    let again: { id: string } | undefined;
+    const sent = await statementsOf(async () => {
+      again = await s.locks.acquire(ALICE, addr, info('L1'), { generateId: false });
+    });
+    expect(sent).toHaveLength(1);
+    expect(again?.id).toBe('L1');
+    const acquires = s.audit.events.filter(
+      (e) => e.type === 'lock.acquire' && e.unit === addr.unit,
+    );
+    expect(acquires.map((e) => e.details?.lock_id)).toEqual(['setup', 'L1']);
+  });
+
   it('the audit rows a statement stores are the ones recordIn stores: same fields, same stamps', async () => {
     const addr = await existingState();
     const observed: SecurityEvent[] = [];

@@ -28,11 +28,11 @@ export type AcquireAtOnce =
   | { outcome: 'no_state' }
   /** This acquire inserted the lock (and its audit row). */
   | { outcome: 'won'; lock: HeldLock }
-  /** Another lock was held when the statement began. */
+  /** The lock the insert lost to (held since before the statement began, and still held). */
   | { outcome: 'held'; lock: HeldLock }
   /**
-   * The insert lost to a lock the statement's snapshot cannot show (committed after it began,
-   * e.g. while it waited for the state row): the transactional path looks again.
+   * The insert lost to a lock the statement's snapshot cannot show (taken after it began, e.g.
+   * while it waited for the state row): the transactional path looks again.
    */
   | { outcome: 'unseen' };
 
@@ -66,9 +66,11 @@ export class LockRepository {
 
   /**
    * The common acquire — a live unit whose state row exists — as one autocommit statement:
-   * `state` (the state module's CTE body, naming the state's `id` and share-locking it) feeds
+   * `stateOf` (the state module's CTE body, naming the state's `id` and share-locking it) feeds
    * the same insert as `tryInsert`, and `audit(params, when)` (the audit module's insert) runs
-   * only when the insert won. A loser reads the holder from the statement's snapshot.
+   * only when the insert won. A loser reads the holder from the statement's snapshot, row-locked:
+   * a lock released since the statement began is skipped (so it is never reported), which makes
+   * a reported holder the lock the insert lost to — the one live row of that state.
    */
   async acquireAtOnce(
     stateOf: Fragment,
@@ -88,6 +90,7 @@ export class LockRepository {
       holder AS (
         SELECT l.lock_id, l.info, l.principal, l.created_at
           FROM locks l JOIN target t ON t.id = l.state_id
+           FOR KEY SHARE OF l
       )
       SELECT 'won' AS outcome, lock_id, info, principal, created_at FROM won
       UNION ALL

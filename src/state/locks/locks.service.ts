@@ -95,16 +95,17 @@ export class LocksService {
   /**
    * The common acquire — the unit is live and its state row exists — as one autocommit
    * statement (`LockRepository.acquireAtOnce`): the state row share-locked, the insert that
-   * decides the winner, and the winner's audit row. Undefined when the transactional path must
-   * decide: no live unit or state row (it creates them), a lost insert whose winner the
-   * statement's snapshot cannot show, or a holder that is the caller's own lock — that one may
-   * have been released since the snapshot (by the caller's own concurrent release), and only
-   * the transactional path's fresh look tells the repeat from a refusal.
+   * decides the winner, and the winner's audit row. A loser gets the lock it lost to: the
+   * caller's own (a repeat, answered with it) or another (refused). Undefined when the
+   * transactional path must decide: no live unit or state row (it creates them), or a lost
+   * insert whose winner the statement's snapshot cannot show (it looks again).
    *
    * Why this cannot deadlock with the other lock paths, and so needs no transaction to retry
    * it (`statementRetried` would, all the same): every path takes rows in the order unit,
    * state, lock. This one share-locks the unit then the state (the order of its FROM), then
-   * inserts the lock row; the one-statement release locks only the state row, then deletes the
+   * inserts the lock row (a loser key-share-locks the row it lost to; only a delete waits for
+   * that, and every delete of a lock row first takes the state row, which this statement holds
+   * share-locked, so none is waiting yet); the one-statement release locks only the state row, then deletes the
    * lock row and updates the state row it already holds; the transactional paths and the
    * writers take the unit, then the state, then read or change the lock. A path waits only on
    * a row later in that order than every row it holds, so no wait closes a cycle.
@@ -130,7 +131,7 @@ export class LocksService {
     }
     if (found.outcome !== 'held') return undefined;
     const holder = found.lock;
-    if (holder.principal === principal.subject && holder.id === lock.id) return undefined;
+    if (holder.principal === principal.subject && holder.id === lock.id) return holder;
     this.metrics?.lockConflict(door);
     throw lockConflict(addr, holder);
   }
