@@ -1,4 +1,4 @@
-import type { Queryable } from '../database/sql';
+import { Queryable, SqlParams } from '../database/sql';
 import type { SecurityEvent } from './security-event';
 
 /** SQL for `audit_events`: the only code that writes or reads it. */
@@ -37,33 +37,42 @@ export interface StoredEvent {
   count: number;
 }
 
-const COLUMNS = 12;
+const INSERT_EVENTS =
+  'INSERT INTO audit_events (at, type, actor, action, unit, workspace, outcome, door, request_id, client_ip, details, count)';
+
+/** One row's values, as placeholders added to `params` (in the column order of INSERT_EVENTS). */
+function rowValues(params: SqlParams, { event: e, count }: StoredEvent): string {
+  return [
+    params.add(e.at, 'timestamptz'),
+    params.add(e.type, 'text'),
+    params.add(e.actor, 'text'),
+    params.add(e.action ?? null, 'text'),
+    params.add(e.unit ?? null, 'text'),
+    params.add(e.workspace ?? null, 'text'),
+    params.add(e.outcome, 'text'),
+    params.add(e.door ?? null, 'text'),
+    params.add(e.requestId ?? null, 'text'),
+    params.add(e.clientIp ?? null, 'text'),
+    params.add(e.details === undefined ? null : JSON.stringify(e.details), 'jsonb'),
+    params.add(count, 'int'),
+  ].join(', ');
+}
 
 /** Inserts the events in one statement (the caller's transaction, or the pool for a batch). */
 export async function insertAuditEvents(q: Queryable, rows: StoredEvent[]): Promise<void> {
-  const values = rows.map((_, r) => {
-    const b = r * COLUMNS;
-    const p = (i: number) => `$${b + i}`;
-    return `(${p(1)}::timestamptz, ${p(2)}, ${p(3)}, ${p(4)}, ${p(5)}, ${p(6)}, ${p(7)}, ${p(8)}, ${p(9)}, ${p(10)}, ${p(11)}::jsonb, ${p(12)}::int)`;
-  });
-  await q.query(
-    `INSERT INTO audit_events (at, type, actor, action, unit, workspace, outcome, door, request_id, client_ip, details, count)
-          VALUES ${values.join(', ')}`,
-    rows.flatMap(({ event: e, count }) => [
-      e.at,
-      e.type,
-      e.actor,
-      e.action ?? null,
-      e.unit ?? null,
-      e.workspace ?? null,
-      e.outcome,
-      e.door ?? null,
-      e.requestId ?? null,
-      e.clientIp ?? null,
-      e.details === undefined ? null : JSON.stringify(e.details),
-      count,
-    ]),
-  );
+  const params = new SqlParams();
+  const values = rows.map((row) => `(${rowValues(params, row)})`);
+  await q.query(`${INSERT_EVENTS} VALUES ${values.join(', ')}`, params.values);
+}
+
+/**
+ * The insert of one event's row as a data-modifying CTE body for a statement another module's
+ * repository composes (its change and this record in one statement, so both happen or neither
+ * does): the row is inserted only when `when`, an SQL condition of that statement (e.g.
+ * `EXISTS (SELECT 1 FROM won)`), holds. The row is the one `insertAuditEvents` would store.
+ */
+export function auditEventInsert(params: SqlParams, event: SecurityEvent, when: string): string {
+  return `${INSERT_EVENTS} SELECT ${rowValues(params, { event, count: 1 })} WHERE ${when}`;
 }
 
 /** Newest first, filtered; `before` is the id cursor. */

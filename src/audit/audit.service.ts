@@ -12,16 +12,28 @@ import { capText, escapeUnstorable } from '../common/text';
 import {
   AuditFilter,
   AuditRow,
+  auditEventInsert,
   findAuditEvents,
   insertAuditEvents,
   StoredEvent,
 } from './audit.repository';
+import type { SqlParams } from '../database/sql';
 import { afterCommit } from '../database/transaction';
 import { SecurityEvent } from './security-event';
 
 export type { AuditFilter, AuditRow };
 
 export type SecurityEventInput = Omit<SecurityEvent, 'at' | 'requestId' | 'clientIp'>;
+
+/** An event recorded by the same single statement as the change it records (`inStatement`). */
+export interface StatementRecord {
+  /** The event, stamped as `recordIn` stamps it (request ID, client address, time). */
+  readonly event: SecurityEvent;
+  /** Its row's insert, a CTE body for the statement, done only when the SQL condition `when` holds. */
+  readonly insert: (params: SqlParams, when: string) => string;
+  /** Call once the statement has stored the row: logs the event and shows it to observers. */
+  readonly stored: () => void;
+}
 
 const FLUSH_EVERY_MS = 250;
 const FLUSH_AT = 200;
@@ -150,6 +162,21 @@ export class AuditService implements OnModuleInit, BeforeApplicationShutdown {
     // of a transaction may run again after a deadlock, and a rolled-back change did not happen.
     afterCommit(m, () => this.log(event));
     return event;
+  }
+
+  /**
+   * Like `recordIn`, for a change made by one autocommit statement instead of a transaction
+   * (the lock fast paths): the caller puts `insert` into its statement, so the change and its
+   * record commit together, and calls `stored` when the statement says it made the change. The
+   * row is the one `recordIn` would insert.
+   */
+  inStatement(input: SecurityEventInput): StatementRecord {
+    const event = this.stamp(input);
+    return {
+      event,
+      insert: (params, when) => auditEventInsert(params, event, when),
+      stored: () => this.log(event),
+    };
   }
 
   async flush(): Promise<void> {

@@ -32,3 +32,18 @@ export type TransactionStep = (m: EntityManager) => Promise<void>;
 export interface Queryable {
   query(sql: string, params?: unknown[]): Promise<unknown>;
 }
+
+/**
+ * The parameters of one statement composed from fragments that several repositories write
+ * (each writes the SQL of its own tables): `add` takes a value and answers its placeholder, so
+ * fragments need not know each other's numbering. Every placeholder is cast: a parameter in a
+ * `SELECT` list (an `INSERT … SELECT`) gets no type from the column it goes into.
+ */
+export class SqlParams {
+  readonly values: unknown[] = [];
+
+  add(value: unknown, type: string): string {
+    this.values.push(value);
+    return `$${this.values.length}::${type}`;
+  }
+}

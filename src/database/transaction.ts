@@ -29,22 +29,40 @@ export type TransactionWork<T> = (m: EntityManager) => Promise<T>;
  * connection) nothing may query outside `m` while the work runs.
  */
 export async function transaction<T>(db: DataSource, work: TransactionWork<T>): Promise<T> {
-  for (let attempt = 1; ; attempt++) {
+  return retried(async () => {
     const effects: (() => void)[] = [];
+    const result = await db.transaction('READ COMMITTED', async (m) => {
+      AFTER_COMMIT.set(m, effects);
+      try {
+        return await work(m);
+      } finally {
+        AFTER_COMMIT.delete(m);
+      }
+    });
+    runAfterCommit(effects);
+    return result;
+  });
+}
+
+/**
+ * Runs a single autocommit statement (`run` sends exactly one, outside any transaction), tried
+ * again like a transaction when the database answers deadlock or serialization failure: such a
+ * statement was rolled back whole, so running it again is safe. For the lock fast paths, whose
+ * lock order makes a deadlock impossible (see `LocksService`); this keeps a future statement
+ * that breaks the order from failing a request instead of waiting a moment.
+ */
+export function statementRetried<T>(run: () => Promise<T>): Promise<T> {
+  return retried(run);
+}
+
+/** `attempt`, run again (with jitter) on deadlock or serialization failure, up to the limit. */
+async function retried<T>(attempt: () => Promise<T>): Promise<T> {
+  for (let n = 1; ; n++) {
     try {
-      const result = await db.transaction('READ COMMITTED', async (m) => {
-        AFTER_COMMIT.set(m, effects);
-        try {
-          return await work(m);
-        } finally {
-          AFTER_COMMIT.delete(m);
-        }
-      });
-      runAfterCommit(effects);
-      return result;
+      return await attempt();
     } catch (e) {
-      if (attempt >= TRANSACTION_ATTEMPTS || !isRetryableTransactionError(e)) throw e;
-      await new Promise((r) => setTimeout(r, Math.random() * 20 * attempt));
+      if (n >= TRANSACTION_ATTEMPTS || !isRetryableTransactionError(e)) throw e;
+      await new Promise((r) => setTimeout(r, Math.random() * 20 * n));
     }
   }
 }

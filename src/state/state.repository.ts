@@ -1,10 +1,11 @@
 import { Injectable, Optional } from '@nestjs/common';
 import { DataChanges } from '../database/data-changes';
 import { transaction, TransactionWork } from '../database/transaction';
-import { sqlRows } from '../database/sql';
+import { SqlParams, sqlRows } from '../database/sql';
 import { DataSource, EntityManager } from 'typeorm';
 import { HeldLock } from '../common/errors';
 import { DEFAULT_WORKSPACE } from '../common/names';
+import type { StateAddress } from './state-types';
 
 export interface UnitRow {
   id: string;
@@ -308,6 +309,43 @@ export class StateRepository {
       lockId,
       principal,
     ]);
+  }
+
+  /*
+   * Fragments of the lock fast paths' single statements, which `LockRepository` composes (see
+   * `LocksService`): this repository writes the SQL of its own tables, the lock repository that
+   * of `locks`, the audit repository that of `audit_events`.
+   */
+
+  /**
+   * A CTE body naming the state of a LOCK (`id`) when its unit is live and its row exists,
+   * share-locking the unit and then the state row as `ensureUnit` and `shareStateRow` do, in
+   * that order (the order of FROM): a concurrent unit delete waits for the acquire or the other
+   * way round, and the acquire waits for an in-flight version commit of the same state.
+   */
+  sharedStateOfLiveUnit(params: SqlParams, addr: StateAddress): string {
+    return `SELECT s.id FROM units u JOIN states s ON s.unit_id = u.id
+             WHERE u.name = ${params.add(addr.unit, 'text')} AND u.deleted_at IS NULL
+               AND s.workspace = ${params.add(addr.workspace, 'text')}
+               FOR SHARE`;
+  }
+
+  /**
+   * A CTE body naming the state of a release (`id`), its row locked for update as
+   * `lockStateRow` does (the unit, as for `findUnit`, is neither locked nor required live).
+   */
+  updatableStateOf(params: SqlParams, addr: StateAddress): string {
+    return `SELECT s.id FROM units u JOIN states s ON s.unit_id = u.id
+             WHERE u.name = ${params.add(addr.unit, 'text')}
+               AND s.workspace = ${params.add(addr.workspace, 'text')}
+               FOR NO KEY UPDATE OF s`;
+  }
+
+  /** `recordReleasedLock` as a CTE body, for the states named by `state_id` in the CTE `from`. */
+  releasedLockRecord(params: SqlParams, from: string, lockId: string, principal: string): string {
+    return `UPDATE states SET last_lock_id = ${params.add(lockId, 'text')},
+                              last_lock_principal = ${params.add(principal, 'text')}
+             WHERE id IN (SELECT state_id FROM ${from})`;
   }
 
   /**

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { DataSource } from 'typeorm';
-import { AuditService } from '../../src/audit/audit.service';
+import { AuditService, StatementRecord } from '../../src/audit/audit.service';
 import { SecurityEvent } from '../../src/audit/security-event';
 import { Principal } from '../../src/common/principal';
 import { DomainError } from '../../src/common/errors';
@@ -46,6 +46,18 @@ export class RecordingAudit extends AuditService {
     // Kept when the change commits, like the log line: a rolled-back attempt recorded nothing.
     afterCommit(m, () => this.events.push(e));
     return e;
+  }
+
+  override inStatement(input: Parameters<AuditService['inStatement']>[0]): StatementRecord {
+    const record = super.inStatement(input);
+    // Kept when the statement stored it, like the log line.
+    return {
+      ...record,
+      stored: () => {
+        record.stored();
+        this.events.push(record.event);
+      },
+    };
   }
 }
 

@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import { sqlRows } from '../../database/sql';
+import { SqlParams, sqlRows } from '../../database/sql';
 import { DataSource, EntityManager } from 'typeorm';
 import { HeldLock } from '../../common/errors';
 import { toHeldLock } from '../state.repository';
@@ -18,6 +18,25 @@ export interface HeldLocksSummary {
   /** Age of the oldest held lock; 0 when none is held. */
   oldestAgeSeconds: number;
 }
+
+/** A CTE body another repository writes into a composed statement, given its parameters. */
+export type Fragment = (params: SqlParams) => string;
+
+/** What the one-statement acquire found (`acquireAtOnce`). */
+export type AcquireAtOnce =
+  /** The unit is not live or the state row does not exist: the transactional path creates them. */
+  | { outcome: 'no_state' }
+  /** This acquire inserted the lock (and its audit row). */
+  | { outcome: 'won'; lock: HeldLock }
+  /** The lock the insert lost to (held since before the statement began, and still held). */
+  | { outcome: 'held'; lock: HeldLock }
+  /**
+   * The insert lost to a lock the statement's snapshot cannot show (taken after it began, e.g.
+   * while it waited for the state row): the transactional path looks again.
+   */
+  | { outcome: 'unseen' };
+
+type OutcomeRow = Parameters<typeof toHeldLock>[0] & { outcome: 'won' | 'held' | 'found' };
 
 /** SQL for lock rows. The state row must exist; the state module creates it. */
 @Injectable()
@@ -43,6 +62,77 @@ export class LockRepository {
       [stateId, lockId, info, principal],
     );
     return rows.length > 0 ? toHeldLock(rows[0]) : undefined;
+  }
+
+  /**
+   * The common acquire — a live unit whose state row exists — as one autocommit statement:
+   * `stateOf` (the state module's CTE body, naming the state's `id` and share-locking it) feeds
+   * the same insert as `tryInsert`, and `audit(params, when)` (the audit module's insert) runs
+   * only when the insert won. A loser reads the holder from the statement's snapshot, row-locked:
+   * a lock released since the statement began is skipped (so it is never reported), which makes
+   * a reported holder the lock the insert lost to — the one live row of that state.
+   */
+  async acquireAtOnce(
+    stateOf: Fragment,
+    lock: { id: string; info: string; principal: string },
+    audit: (params: SqlParams, when: string) => string,
+  ): Promise<AcquireAtOnce> {
+    const params = new SqlParams();
+    const sql = `WITH target AS (${stateOf(params)}),
+      won AS (
+        INSERT INTO locks (state_id, lock_id, info, principal)
+        SELECT id, ${params.add(lock.id, 'text')}, ${params.add(lock.info, 'text')},
+               ${params.add(lock.principal, 'text')} FROM target
+        ON CONFLICT (state_id) DO NOTHING
+        RETURNING lock_id, info, principal, created_at
+      ),
+      audited AS (${audit(params, 'EXISTS (SELECT 1 FROM won)')}),
+      holder AS (
+        SELECT l.lock_id, l.info, l.principal, l.created_at
+          FROM locks l JOIN target t ON t.id = l.state_id
+           FOR KEY SHARE OF l
+      )
+      SELECT 'won' AS outcome, lock_id, info, principal, created_at FROM won
+      UNION ALL
+      SELECT 'held', lock_id, info, principal, created_at FROM holder
+       WHERE NOT EXISTS (SELECT 1 FROM won)
+      UNION ALL
+      SELECT 'found', NULL, NULL, NULL, NULL FROM target`;
+    const rows = await sqlRows<OutcomeRow>(this.db.manager, sql, params.values);
+    const won = rows.find((r) => r.outcome === 'won');
+    if (won) return { outcome: 'won', lock: toHeldLock(won) };
+    const held = rows.find((r) => r.outcome === 'held');
+    if (held) return { outcome: 'held', lock: toHeldLock(held) };
+    return rows.length > 0 ? { outcome: 'unseen' } : { outcome: 'no_state' };
+  }
+
+  /**
+   * The holder's release as one autocommit statement: `stateOf` (the state module's CTE body,
+   * naming the state's `id` and locking its row for update) scopes the same delete as
+   * `deleteIfHeldBy`; `remember(params, from)` (the state module's `recordReleasedLock`) and
+   * `audit(params, when)` (the audit module's insert) run only for a deleted lock. False when
+   * nothing was deleted.
+   */
+  async releaseAtOnce(
+    stateOf: Fragment,
+    lock: { id: string; principal: string },
+    remember: (params: SqlParams, from: string) => string,
+    audit: (params: SqlParams, when: string) => string,
+  ): Promise<boolean> {
+    const params = new SqlParams();
+    const sql = `WITH target AS (${stateOf(params)}),
+      released AS (
+        DELETE FROM locks
+         WHERE state_id = (SELECT id FROM target)
+           AND lock_id = ${params.add(lock.id, 'text')}
+           AND principal = ${params.add(lock.principal, 'text')}
+        RETURNING state_id
+      ),
+      remembered AS (${remember(params, 'released')}),
+      audited AS (${audit(params, 'EXISTS (SELECT 1 FROM released)')})
+      SELECT count(*)::int AS released FROM released`;
+    const rows = await sqlRows<{ released: number }>(this.db.manager, sql, params.values);
+    return rows[0].released > 0;
   }
 
   /**

@@ -1,9 +1,10 @@
 import { Injectable, Optional } from '@nestjs/common';
-import { AuditService } from '../../audit/audit.service';
+import { AuditService, SecurityEventInput } from '../../audit/audit.service';
 import { changeEvent } from '../../audit/events';
 import { Principal } from '../../common/principal';
 import { DomainError, HeldLock } from '../../common/errors';
 import type { TransactionStep } from '../../database/sql';
+import { statementRetried } from '../../database/transaction';
 import type { EntityManager } from 'typeorm';
 import { assertUnitName } from '../../common/names';
 import { MetricsService } from '../../metrics/metrics.service';
@@ -57,8 +58,15 @@ export class LocksService {
   ): Promise<HeldLock> {
     assertUnitName(addr.unit);
     await this.authz.authorize(principal, 'unit.lock', addr);
+    let parsed: ReturnType<typeof parseLockInfo> | undefined;
+    if (!options.inTransaction) {
+      // A LockInfo that does not parse is refused below, after the unit.create check, as always.
+      parsed = lockInfoOrUndefined(body, options.generateId);
+      const fast = parsed && (await this.acquireAtOnce(principal, addr, parsed, options.door));
+      if (fast) return fast;
+    }
     await this.access.assertMayCreateOnUse(principal, addr.unit);
-    const { id, infoJson } = parseLockInfo(body, options.generateId);
+    const { id, infoJson } = parsed ?? parseLockInfo(body, options.generateId);
     let acquired = false;
     const held = await this.repo.transaction(async (m) => {
       acquired = false; // the transaction may run again
@@ -68,16 +76,7 @@ export class LocksService {
         const won = await this.locks.tryInsert(m, stateId, id, infoJson, principal.subject);
         if (won) {
           await options.inTransaction?.(m);
-          await this.audit.recordIn(
-            m,
-            changeEvent(principal, 'lock.acquire', {
-              action: 'unit.lock',
-              unit: addr.unit,
-              workspace: addr.workspace,
-              door: options.door,
-              details: { lock_id: id },
-            }),
-          );
+          await this.audit.recordIn(m, acquireEvent(principal, addr, id, options.door));
           acquired = true;
           return won;
         }
@@ -85,16 +84,56 @@ export class LocksService {
         if (holder === null) continue;
         if (holder.principal === principal.subject && holder.id === id) return holder;
         this.metrics?.lockConflict(options.door);
-        throw new DomainError(
-          'lock_conflict',
-          `${addr.unit} (workspace ${addr.workspace}) is locked by ${holder.principal} (lock ${holder.id})`,
-          holder,
-        );
+        throw lockConflict(addr, holder);
       }
       throw new DomainError('unavailable', 'the lock is changing hands too fast; try again');
     });
     if (acquired) this.metrics?.lockAcquired(options.door);
     return held;
+  }
+
+  /**
+   * The common acquire — the unit is live and its state row exists — as one autocommit
+   * statement (`LockRepository.acquireAtOnce`): the state row share-locked, the insert that
+   * decides the winner, and the winner's audit row. A loser gets the lock it lost to: the
+   * caller's own (a repeat, answered with it) or another (refused). Undefined when the
+   * transactional path must decide: no live unit or state row (it creates them), or a lost
+   * insert whose winner the statement's snapshot cannot show (it looks again).
+   *
+   * Why this cannot deadlock with the other lock paths, and so needs no transaction to retry
+   * it (`statementRetried` would, all the same): every path takes rows in the order unit,
+   * state, lock. This one share-locks the unit then the state (the order of its FROM), then
+   * inserts the lock row (a loser key-share-locks the row it lost to; only a delete waits for
+   * that, and every delete of a lock row first takes the state row, which this statement holds
+   * share-locked, so none is waiting yet); the one-statement release locks only the state row, then deletes the
+   * lock row and updates the state row it already holds; the transactional paths and the
+   * writers take the unit, then the state, then read or change the lock. A path waits only on
+   * a row later in that order than every row it holds, so no wait closes a cycle.
+   */
+  private async acquireAtOnce(
+    principal: Principal,
+    addr: StateAddress,
+    lock: { id: string; infoJson: string },
+    door: Door | undefined,
+  ): Promise<HeldLock | undefined> {
+    const record = this.audit.inStatement(acquireEvent(principal, addr, lock.id, door));
+    const found = await statementRetried(() =>
+      this.locks.acquireAtOnce(
+        (params) => this.repo.sharedStateOfLiveUnit(params, addr),
+        { id: lock.id, info: lock.infoJson, principal: principal.subject },
+        record.insert,
+      ),
+    );
+    if (found.outcome === 'won') {
+      record.stored();
+      this.metrics?.lockAcquired(door);
+      return found.lock;
+    }
+    if (found.outcome !== 'held') return undefined;
+    const holder = found.lock;
+    if (holder.principal === principal.subject && holder.id === lock.id) return holder;
+    this.metrics?.lockConflict(door);
+    throw lockConflict(addr, holder);
   }
 
   async release(
@@ -105,6 +144,8 @@ export class LocksService {
   ): Promise<void> {
     assertUnitName(addr.unit);
     await this.authz.authorize(principal, 'unit.lock', addr);
+    if (await this.releaseAtOnce(principal, addr, lockId, door)) return;
+    // Nothing was deleted: the transactional path says why (or finds a retried release).
     await this.repo.transaction(async (m) => {
       const state = await this.findStateRow(m, addr, true);
       if (state && (await this.locks.deleteIfHeldBy(m, state.id, lockId, principal.subject))) {
@@ -134,6 +175,32 @@ export class LocksService {
         holder,
       );
     });
+  }
+
+  /**
+   * The holder's release as one autocommit statement (`LockRepository.releaseAtOnce`): the
+   * state row locked for update, the lock row deleted when the ID and principal match, the
+   * released lock remembered on the state, and the audit row. False when nothing was deleted.
+   * It locks the state row before the lock row, as `findStateRow` does, so it cannot deadlock
+   * with an acquire (see `acquireAtOnce`).
+   */
+  private async releaseAtOnce(
+    principal: Principal,
+    addr: StateAddress,
+    lockId: string,
+    door: Door,
+  ): Promise<boolean> {
+    const record = this.audit.inStatement(releaseEvent(principal, addr, lockId, door));
+    const released = await statementRetried(() =>
+      this.locks.releaseAtOnce(
+        (params) => this.repo.updatableStateOf(params, addr),
+        { id: lockId, principal: principal.subject },
+        (params, from) => this.repo.releasedLockRecord(params, from, lockId, principal.subject),
+        record.insert,
+      ),
+    );
+    if (released) record.stored();
+    return released;
   }
 
   /**
@@ -182,15 +249,7 @@ export class LocksService {
     door: Door,
   ): Promise<void> {
     await this.repo.recordReleasedLock(m, stateId, lockId, principal.subject);
-    await this.audit.recordIn(
-      m,
-      changeEvent(principal, 'lock.release', {
-        action: 'unit.lock',
-        ...addr,
-        door,
-        details: { lock_id: lockId },
-      }),
-    );
+    await this.audit.recordIn(m, releaseEvent(principal, addr, lockId, door));
   }
 
   /** Removes any lock; needs `unit.force-unlock`; always audited. Undefined when none was held. */
@@ -315,5 +374,56 @@ export class LocksService {
     if (!unit) return undefined;
     const state = await this.repo.findState(m, unit.id, addr.workspace);
     return state && forUpdate ? this.repo.lockStateRow(m, state.id) : state;
+  }
+}
+
+/** The audit event of an acquire that won, the same on both paths. */
+function acquireEvent(
+  principal: Principal,
+  addr: StateAddress,
+  lockId: string,
+  door: Door | undefined,
+): SecurityEventInput {
+  return changeEvent(principal, 'lock.acquire', {
+    action: 'unit.lock',
+    unit: addr.unit,
+    workspace: addr.workspace,
+    door,
+    details: { lock_id: lockId },
+  });
+}
+
+/** The audit event of a holder's release, the same on both paths. */
+function releaseEvent(
+  principal: Principal,
+  addr: StateAddress,
+  lockId: string,
+  door: Door,
+): SecurityEventInput {
+  return changeEvent(principal, 'lock.release', {
+    action: 'unit.lock',
+    ...addr,
+    door,
+    details: { lock_id: lockId },
+  });
+}
+
+function lockConflict(addr: StateAddress, holder: HeldLock): DomainError {
+  return new DomainError(
+    'lock_conflict',
+    `${addr.unit} (workspace ${addr.workspace}) is locked by ${holder.principal} (lock ${holder.id})`,
+    holder,
+  );
+}
+
+/** The parsed LockInfo, or undefined when it does not parse (the caller refuses it later). */
+function lockInfoOrUndefined(
+  body: Buffer,
+  generateId: boolean,
+): ReturnType<typeof parseLockInfo> | undefined {
+  try {
+    return parseLockInfo(body, generateId);
+  } catch {
+    return undefined;
   }
 }
