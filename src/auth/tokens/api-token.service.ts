@@ -9,6 +9,7 @@ import { BOOTSTRAP_ADMIN, Principal } from '../../common/principal';
 import { epochSeconds } from '../revocation/credential-parent';
 import { CredentialRevocations } from '../revocation/credential-revocations.service';
 import { Identity, principalFromIdentity, sha256Hex } from './token.service';
+import { tokenVerifications } from './verification-counts';
 
 /** A fixed, recognisable prefix, so secret scanners can find leaked tokens. */
 export const API_TOKEN_PREFIX = 'sht_';
@@ -134,12 +135,12 @@ export class ApiTokenService implements CredentialVerifier {
   async verify(secret: string): Promise<Principal | null> {
     if (!secret.startsWith(API_TOKEN_PREFIX)) return null;
     const row = await this.repo.findApiTokenByHash(sha256Hex(secret));
-    if (!row) throw new DomainError('unauthenticated', 'API token rejected: unknown token');
-    if (row.revoked_at)
-      throw new DomainError('unauthenticated', 'API token rejected: it was revoked');
+    if (!row) throw refused('unknown token');
+    if (row.revoked_at) throw refused('it was revoked');
     if (row.expires_at && new Date(row.expires_at).getTime() <= Date.now()) {
-      throw new DomainError('unauthenticated', 'API token rejected: it has expired');
+      throw refused('it has expired');
     }
+    tokenVerifications.api_token.verified++;
     await this.repo.touchApiToken(row.id);
     const identity: Identity = { subject: row.subject };
     // Credentials minted with this token end with it, and with the login whose groups they carry.
@@ -158,4 +159,10 @@ export class ApiTokenService implements CredentialVerifier {
       ...(ends.length > 0 ? { notAfter: Math.min(...ends) } : {}),
     });
   }
+}
+
+/** A refused API token, counted. */
+function refused(why: string): DomainError {
+  tokenVerifications.api_token.refused++;
+  return new DomainError('unauthenticated', `API token rejected: ${why}`);
 }
