@@ -13,6 +13,8 @@ import { tokenVerifications } from './verification-counts';
 
 /** A fixed, recognisable prefix, so secret scanners can find leaked tokens. */
 export const API_TOKEN_PREFIX = 'sht_';
+/** How often a token's last use is written (identity.repository.ts's touchApiToken agrees). */
+const TOUCH_EVERY_MS = 60_000;
 const SERVICE_SUBJECT = /^svc:[a-z0-9][a-z0-9._-]{0,62}$/;
 
 export interface ApiTokenInfo {
@@ -141,7 +143,13 @@ export class ApiTokenService implements CredentialVerifier {
       throw refused('it has expired');
     }
     tokenVerifications.api_token.verified++;
-    await this.repo.touchApiToken(row.id);
+    // Last use is kept to the minute (the UPDATE itself refuses anything finer): a token used
+    // again within it costs no write, which on the embedded database would also end what the
+    // state reads keep in memory.
+    const lastUsed = row.last_used_at ? new Date(row.last_used_at).getTime() : undefined;
+    if (lastUsed === undefined || Date.now() - lastUsed >= TOUCH_EVERY_MS) {
+      await this.repo.touchApiToken(row.id);
+    }
     const identity: Identity = { subject: row.subject };
     // Credentials minted with this token end with it, and with the login whose groups they carry.
     const ends: number[] = [];
