@@ -15,7 +15,7 @@ import { RequestTracker, SIGNAL_EXIT_STATUS, StopSignal } from './common/gracefu
 import { useHttpHygiene } from './http-hygiene';
 import { refuseWhileStopping, StopState } from './health/stopping';
 import { AppLogger } from './logging/log-output';
-import { runWithRequestContext } from './common/request-context';
+import { RequestContext, runWithRequestContext, startRequestLine } from './common/request-context';
 import { RequestTextPipe } from './common/request-text.pipe';
 import { printHeldNotices, StartAborted, StartupError } from './common/startup';
 import { Standby, waitForMigrations } from './database/schema-wait';
@@ -50,7 +50,9 @@ export async function createApp(
     const id = typeof incoming === 'string' && REQUEST_ID.test(incoming) ? incoming : randomUUID();
     req.id = id;
     res.setHeader('X-Request-Id', id);
-    runWithRequestContext({ requestId: id, clientIp: req.ip }, next);
+    const ctx: RequestContext = { requestId: id, clientIp: req.ip };
+    startRequestLine(req, ctx);
+    runWithRequestContext(ctx, next);
   });
   app.use(requestMetrics(app.get(MetricsService)));
   useHttpHygiene(app, config.corsOrigins);

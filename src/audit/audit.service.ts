@@ -296,7 +296,10 @@ export class AuditService implements OnModuleInit, BeforeApplicationShutdown {
   }
 
   private log(event: SecurityEvent): void {
-    this.logger.log({ msg: `security event ${event.type}`, audit: event });
+    // A read is the hot path's event: it goes on the request's own line while that is to come.
+    const line = event.type === 'state.read' ? currentRequestContext()?.line : undefined;
+    if (line && !line.written && line.audit === undefined) line.audit = event;
+    else this.logger.log({ msg: `security event ${event.type}`, audit: event });
     for (const observer of this.observers) observer(event);
   }
 }

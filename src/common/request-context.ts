@@ -11,6 +11,32 @@ export interface RequestContext {
   clientIp: string | undefined;
   /** Which door the request came through; known once its route is (`setRequestDoor`). */
   door?: Door;
+  /** The request's own log line, for an HTTP request pino-http logs (`startRequestLine`). */
+  line?: RequestLine;
+}
+
+/**
+ * What pino-http's line for a request (written when it ends) carries besides the request:
+ * the request's state read, logged there instead of on a line of its own, so a read costs one
+ * line. `written` once the line is out; an event after that gets its own line.
+ */
+export interface RequestLine {
+  audit?: object;
+  written?: boolean;
+}
+
+const LINE = Symbol('statehouse:requestLine');
+
+/** Gives the request (the context, and the message pino-http is handed) a line to fill in. */
+export function startRequestLine(req: object, ctx: RequestContext): void {
+  const line: RequestLine = {};
+  ctx.line = line;
+  (req as { [LINE]?: RequestLine })[LINE] = line;
+}
+
+/** The line a request was given, where no async context reaches (pino-http's callbacks). */
+export function requestLineOf(req: object): RequestLine | undefined {
+  return (req as { [LINE]?: RequestLine })[LINE];
 }
 
 const storage = new AsyncLocalStorage<RequestContext>();

@@ -1,4 +1,4 @@
-import type { Pool } from 'pg';
+import { Client, Pool, QueryConfig } from 'pg';
 import { AdvancedConsoleLogger, DataSource, DataSourceOptions, QueryRunner } from 'typeorm';
 import { MIGRATIONS } from '../../migrations';
 import type { AppConfig } from '../config/config';
@@ -26,6 +26,36 @@ export type DatabaseEntities = NonNullable<DataSourceOptions['entities']>;
 export type DatabaseErrorObserver = (e: unknown, where: 'query' | 'pool') => void;
 
 /**
+ * Statements sent to the database through a data source's pool, counted as they are sent (an
+ * integer increment; the SQL's first characters are compared, nothing is parsed). `audit` is
+ * the INSERTs into `audit_events` (the batched inserts of queued events, and the rows written
+ * inside a write's transaction); `other` everything else, transaction control included. On the
+ * embedded database the same `pg` client speaks to PGlite through the bridge, so both databases
+ * are counted in the one place.
+ */
+export class StatementCounts {
+  audit = 0;
+  other = 0;
+}
+
+/** A `pg` Client class whose every query is counted in `counts`. */
+function countedClient(counts: StatementCounts): typeof Client {
+  return class CountedClient extends Client {
+    // pg's query has many overloads; they all take the statement first.
+    override query(...args: unknown[]): never {
+      const first = args[0];
+      const text = typeof first === 'string' ? first : (first as QueryConfig | undefined)?.text;
+      if (text?.startsWith(AUDIT_INSERT)) counts.audit++;
+      else counts.other++;
+      return (super.query as (...a: unknown[]) => never)(...args);
+    }
+  };
+}
+
+/** How the audit log's INSERT starts (src/audit/audit.repository.ts). */
+const AUDIT_INSERT = 'INSERT INTO audit_events ';
+
+/**
  * One data source for the server, the migration command and the tests. The embedded database
  * gets a one-connection pool (PGlite is one session); a connection timeout turns the classic
  * one-connection mistake (a query outside the open transaction's manager) into an error
@@ -35,6 +65,7 @@ export function createDataSource(
   target: DatabaseTarget,
   entities: DatabaseEntities,
   onError?: DatabaseErrorObserver,
+  statements?: StatementCounts,
 ): DataSource {
   const embedded = target.socketDir !== undefined;
   return new DataSource({
@@ -61,6 +92,7 @@ export function createDataSource(
         }
       : {}),
     extra: {
+      ...(statements ? { Client: countedClient(statements) } : {}),
       max: target.poolSize,
       connectionTimeoutMillis: embedded ? 60_000 : 10_000,
       // A server that stops answering must become a 503, not a request that hangs forever.

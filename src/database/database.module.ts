@@ -16,6 +16,7 @@ import {
   DatabaseEntities,
   DatabaseErrorObserver,
   databaseTarget,
+  StatementCounts,
 } from './data-source';
 import { DataChanges } from './data-changes';
 import { EmbeddedPostgres } from './embedded-postgres';
@@ -40,6 +41,8 @@ const EMBEDDED_ANALYZE_EVERY_MS = 15 * 60_000;
 export class DatabaseHandle implements OnApplicationShutdown {
   private readonly logger = new Logger('database');
   dataSource!: DataSource;
+  /** Every statement this process sends through its pool (see `StatementCounts`). */
+  readonly statements = new StatementCounts();
   private embedded?: EmbeddedPostgres;
   private analyzeTimer?: NodeJS.Timeout;
 
@@ -68,6 +71,7 @@ export class DatabaseHandle implements OnApplicationShutdown {
         databaseTarget(this.config, this.embedded?.socketDir),
         this.entities,
         (e, where) => this.onError?.(e, where),
+        this.statements,
       );
       await this.dataSource.initialize().catch((e: unknown) => {
         throw unreachable(e, this.config.databaseUrl !== undefined);
@@ -175,8 +179,13 @@ export class DatabaseModule {
           useFactory: (handle: DatabaseHandle) => new DataChanges(() => handle.embeddedChanges()),
           inject: [DatabaseHandle],
         },
+        {
+          provide: StatementCounts,
+          useFactory: (handle: DatabaseHandle) => handle.statements,
+          inject: [DatabaseHandle],
+        },
       ],
-      exports: [DataSource, SharedSecrets, DataChanges],
+      exports: [DataSource, SharedSecrets, DataChanges, StatementCounts],
     };
   }
 }

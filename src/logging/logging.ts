@@ -2,6 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Params } from 'nestjs-pino';
 import type { AppConfig } from '../config/config';
 import { errorForLog } from '../common/error-log';
+import { requestLineOf } from '../common/request-context';
 
 /** Query parameters whose values are credentials (presigned S3 URLs, tokens). */
 const SECRET_PARAMS =
@@ -29,6 +30,14 @@ export function redactUrl(url: string | undefined): string | undefined {
   return `${url.slice(0, q)}?${parts.join('&')}`;
 }
 
+/** A request's line as pino-http makes it, with the security event it carries (if any). */
+function withLineAudit(req: IncomingMessage, val: object): object {
+  const line = requestLineOf(req);
+  if (!line) return val;
+  line.written = true;
+  return line.audit === undefined ? val : { ...val, audit: line.audit };
+}
+
 /**
  * Structured JSON logs with a request id on every line. Requests are logged without headers
  * (no Authorization, no cookies) and with credential query parameters redacted; bodies never.
@@ -43,6 +52,10 @@ export function loggerParams(config: AppConfig): Params {
       customProps: () => ({ service: 'statehouse' }),
       customLogLevel: (_req: IncomingMessage, res: ServerResponse, err?: Error) =>
         err || res.statusCode >= 500 ? 'error' : 'info',
+      customSuccessObject: (req: IncomingMessage, _res: ServerResponse, val: object) =>
+        withLineAudit(req, val),
+      customErrorObject: (req: IncomingMessage, _res: ServerResponse, _e: Error, val: object) =>
+        withLineAudit(req, val),
       autoLogging: {
         ignore: (req: IncomingMessage) => req.url === '/healthz' || req.url === '/readyz',
       },

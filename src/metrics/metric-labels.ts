@@ -224,3 +224,11 @@ export const BLOB_OPERATIONS = BLOB_STORE_OPERATIONS;
 
 /** How a cached read was answered: from memory, or from the database. */
 export const CACHE_RESULTS = ['hit', 'miss'] as const;
+
+/** Statements sent to the database: the audit log's inserts, and all the rest. */
+export const STATEMENT_KINDS = ['audit', 'other'] as const;
+
+/** The credentials whose verifications are counted (`tokenVerifications` in src/auth/tokens). */
+export const VERIFIED_CREDENTIALS = ['access_token', 'session_token', 'api_token'] as const;
+/** How a credential's verification ended: checked in full, a kept verdict reused, refused. */
+export const VERIFICATION_RESULTS = ['verified', 'reused', 'refused'] as const;

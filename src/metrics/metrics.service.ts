@@ -17,7 +17,10 @@ import {
   DOOR_LABELS,
   DoorLabel,
   doorLabel,
+  STATEMENT_KINDS,
   STATUS_LABELS,
+  VERIFICATION_RESULTS,
+  VERIFIED_CREDENTIALS,
 } from './metric-labels';
 
 /** Request latency buckets, in seconds: from a cached read to a large state written slowly. */
@@ -55,6 +58,11 @@ export const METRIC_LABELS = {
   statehouse_db_errors_total: { kind: DB_ERROR_KINDS },
   statehouse_blob_store_errors_total: { operation: BLOB_OPERATIONS },
   statehouse_state_read_cache_total: { result: CACHE_RESULTS },
+  statehouse_database_statements_total: { kind: STATEMENT_KINDS },
+  statehouse_token_verifications_total: {
+    credential: VERIFIED_CREDENTIALS,
+    result: VERIFICATION_RESULTS,
+  },
 } as const satisfies Record<string, Record<string, readonly string[] | 'route' | 'any'>>;
 
 type MetricName = keyof typeof METRIC_LABELS;

@@ -2,7 +2,8 @@ import { Injectable, Logger, OnModuleInit } from '@nestjs/common';
 import { Counter, Gauge } from 'prom-client';
 import { DataSource } from 'typeorm';
 import { AuditService } from '../audit/audit.service';
-import { poolUse } from '../database/data-source';
+import { poolUse, StatementCounts } from '../database/data-source';
+import { tokenVerifications } from '../auth/tokens/verification-counts';
 import { LocksService } from '../state/locks/locks.service';
 import { StateRepository } from '../state/state.repository';
 import { CachedReading } from './cached-reading';
@@ -30,6 +31,7 @@ export class MetricsSources implements OnModuleInit {
     private readonly audit: AuditService,
     private readonly db: DataSource,
     private readonly states: StateRepository,
+    private readonly statements: StatementCounts,
   ) {}
 
   onModuleInit(): void {
@@ -76,6 +78,34 @@ export class MetricsSources implements OnModuleInit {
         this.reset();
         this.inc({ result: 'hit' }, hits);
         this.inc({ result: 'miss' }, misses);
+      },
+    });
+
+    const statements = this.statements;
+    new Counter({
+      name: 'statehouse_database_statements_total',
+      help: 'Statements sent to the database by this process: inserts into the audit log (audit), and all the rest (other)',
+      labelNames: ['kind'],
+      registers,
+      collect() {
+        this.reset();
+        this.inc({ kind: 'audit' }, statements.audit);
+        this.inc({ kind: 'other' }, statements.other);
+      },
+    });
+
+    new Counter({
+      name: 'statehouse_token_verifications_total',
+      help: 'Presented access tokens, S3 session tokens and API tokens, by how they were verified: in full, a kept verdict reused, or refused',
+      labelNames: ['credential', 'result'],
+      registers,
+      collect() {
+        this.reset();
+        for (const [credential, results] of Object.entries(tokenVerifications)) {
+          for (const [result, count] of Object.entries(results)) {
+            this.inc({ credential, result }, count);
+          }
+        }
       },
     });
 

@@ -79,17 +79,7 @@ export async function signS3(
     host?: string;
   },
 ): Promise<RawRequest> {
-  const signer = new SignatureV4({
-    service: 's3',
-    region: 'us-east-1',
-    sha256: NodeSha256,
-    uriEscapePath: false,
-    credentials: {
-      accessKeyId: creds.AccessKeyId,
-      secretAccessKey: creds.SecretAccessKey,
-      sessionToken: creds.SessionToken,
-    },
-  });
+  const signer = signerFor(creds);
   const body = r.body ?? Buffer.alloc(0);
   const bucket = r.bucket ?? 'tfstate';
   const key = r.key === '' ? '' : `/${r.key.split('/').map(encodeURIComponent).join('/')}`;
@@ -122,6 +112,49 @@ export async function signS3(
     headers: { ...signed.headers },
     body: r.body,
   };
+}
+
+/** The SigV4 signer of an AWS SDK for `creds` (us-east-1, S3's unescaped paths). */
+function signerFor(creds: S3Creds, applyChecksum = true): SignatureV4 {
+  return new SignatureV4({
+    service: 's3',
+    region: 'us-east-1',
+    sha256: NodeSha256,
+    uriEscapePath: false,
+    applyChecksum,
+    credentials: {
+      accessKeyId: creds.AccessKeyId,
+      secretAccessKey: creds.SecretAccessKey,
+      sessionToken: creds.SessionToken,
+    },
+  });
+}
+
+/**
+ * A presigned GetObject of `/s3/tfstate/<key>` (the session token in the query, as
+ * @aws-sdk/s3-request-presigner makes it): the path and query to send with no headers of note.
+ */
+export async function presignS3Get(port: number, creds: S3Creds, key: string): Promise<string> {
+  const path = `/s3/tfstate/${key.split('/').map(encodeURIComponent).join('/')}`;
+  const { query } = await signerFor(creds, false).presign(
+    {
+      method: 'GET',
+      protocol: 'http:',
+      hostname: '127.0.0.1',
+      port,
+      path,
+      query: { 'x-id': 'GetObject' },
+      headers: { host: `127.0.0.1:${port}`, 'x-amz-content-sha256': 'UNSIGNED-PAYLOAD' },
+    },
+    { expiresIn: 900 },
+  );
+  const strict = (v: string) =>
+    encodeURIComponent(v).replace(
+      /[!'()*]/g,
+      (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`,
+    );
+  const pairs = Object.entries(query ?? {}).map(([k, v]) => `${strict(k)}=${strict(String(v))}`);
+  return `${path}?${pairs.join('&')}`;
 }
 
 /** Sends a request exactly as given (its own connection, unless an agent is given). */

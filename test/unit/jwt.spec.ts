@@ -13,6 +13,7 @@ import {
   verifySessionToken,
   verifyStatehouseJwt,
 } from '../../src/auth/tokens/jwt';
+import { tokenVerifications } from '../../src/auth/tokens/verification-counts';
 import {
   derivedExpiry,
   formatParent,
@@ -386,6 +387,31 @@ describe('credential parents and derived expiry', () => {
     expect(derivedExpiry(1000, 900)).toBe(1900);
     expect(derivedExpiry(1000, 900, 5000)).toBe(1900);
     expect(derivedExpiry(1000, 900, 1120)).toBe(1120);
+  });
+});
+
+describe('the verification counts (statehouse_token_verifications_total)', () => {
+  const counts = () => structuredClone(tokenVerifications);
+
+  it('count each verification once: in full, then a kept verdict, or refused; by credential', async () => {
+    const access = await token({ jti: 'counted-1' });
+    const session = await sessionToken({ jti: 'counted-2' });
+    const before = counts();
+    await verifyApi(access);
+    await verifyApi(access);
+    await verifySession(session);
+    await refusal(verifyApi(access, new Map([[KID, other.publicKey]])));
+    const after = counts();
+    expect(after.access_token).toEqual({
+      verified: before.access_token.verified + 1,
+      reused: before.access_token.reused + 1,
+      refused: before.access_token.refused + 1,
+    });
+    expect(after.session_token).toEqual({
+      ...before.session_token,
+      verified: before.session_token.verified + 1,
+    });
+    expect(after.api_token).toEqual(before.api_token);
   });
 });
 

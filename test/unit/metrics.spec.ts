@@ -27,6 +27,8 @@ import { backendOperation } from '../../src/backend/backend-operation';
 import { queryHas } from '../../src/common/query-has';
 import { s3Operation } from '../../src/s3compat/s3-operation';
 import { MetricsSources } from '../../src/monitoring/metrics-sources';
+import { StatementCounts } from '../../src/database/data-source';
+import { tokenVerifications } from '../../src/auth/tokens/verification-counts';
 import { MetricsTokenGuard } from '../../src/monitoring/metrics-token.guard';
 import { MetricsService } from '../../src/metrics/metrics.service';
 import type { IncomingMessage } from 'node:http';
@@ -552,7 +554,8 @@ describe('MetricsSources', () => {
     const states = {
       currentCacheCounts: () => ({ hits: 3, misses: 1 }),
     } as unknown as StateRepository;
-    new MetricsSources(metrics, locks, audit, db, states).onModuleInit();
+    const statements = Object.assign(new StatementCounts(), { audit: 5, other: 11 });
+    new MetricsSources(metrics, locks, audit, db, states, statements).onModuleInit();
     audit.record({
       type: 'auth.failed',
       actor: 'anonymous',
@@ -582,6 +585,18 @@ describe('MetricsSources', () => {
     expect(failures.reduce((n, x) => n + x.value, 0)).toBe(1);
     expect(valueOf(s, 'statehouse_state_read_cache_total', { result: 'hit' })).toBe(3);
     expect(valueOf(s, 'statehouse_state_read_cache_total', { result: 'miss' })).toBe(1);
+  });
+
+  it('reads the statements sent and the token verifications at scrape time', async () => {
+    const s = await scrapeWith({ held: () => Promise.resolve({ held: 0, oldestAgeSeconds: 0 }) });
+    expect(valueOf(s, 'statehouse_database_statements_total', { kind: 'audit' })).toBe(5);
+    expect(valueOf(s, 'statehouse_database_statements_total', { kind: 'other' })).toBe(11);
+    for (const [credential, results] of Object.entries(tokenVerifications)) {
+      for (const [result, count] of Object.entries(results)) {
+        const labels = { credential, result };
+        expect(valueOf(s, 'statehouse_token_verifications_total', labels)).toBe(count);
+      }
+    }
   });
 
   it('shows no lock or pool value it could not read (a gap, not a wrong number)', async () => {

@@ -9,9 +9,12 @@ import { BOOTSTRAP_ADMIN, Principal } from '../../common/principal';
 import { epochSeconds } from '../revocation/credential-parent';
 import { CredentialRevocations } from '../revocation/credential-revocations.service';
 import { Identity, principalFromIdentity, sha256Hex } from './token.service';
+import { tokenVerifications } from './verification-counts';
 
 /** A fixed, recognisable prefix, so secret scanners can find leaked tokens. */
 export const API_TOKEN_PREFIX = 'sht_';
+/** How often a token's last use is written (identity.repository.ts's touchApiToken agrees). */
+const TOUCH_EVERY_MS = 60_000;
 const SERVICE_SUBJECT = /^svc:[a-z0-9][a-z0-9._-]{0,62}$/;
 
 export interface ApiTokenInfo {
@@ -134,13 +137,19 @@ export class ApiTokenService implements CredentialVerifier {
   async verify(secret: string): Promise<Principal | null> {
     if (!secret.startsWith(API_TOKEN_PREFIX)) return null;
     const row = await this.repo.findApiTokenByHash(sha256Hex(secret));
-    if (!row) throw new DomainError('unauthenticated', 'API token rejected: unknown token');
-    if (row.revoked_at)
-      throw new DomainError('unauthenticated', 'API token rejected: it was revoked');
+    if (!row) throw refused('unknown token');
+    if (row.revoked_at) throw refused('it was revoked');
     if (row.expires_at && new Date(row.expires_at).getTime() <= Date.now()) {
-      throw new DomainError('unauthenticated', 'API token rejected: it has expired');
+      throw refused('it has expired');
     }
-    await this.repo.touchApiToken(row.id);
+    tokenVerifications.api_token.verified++;
+    // Last use is kept to the minute (the UPDATE itself refuses anything finer): a token used
+    // again within it costs no write, which on the embedded database would also end what the
+    // state reads keep in memory.
+    const lastUsed = row.last_used_at ? new Date(row.last_used_at).getTime() : undefined;
+    if (lastUsed === undefined || Date.now() - lastUsed >= TOUCH_EVERY_MS) {
+      await this.repo.touchApiToken(row.id);
+    }
     const identity: Identity = { subject: row.subject };
     // Credentials minted with this token end with it, and with the login whose groups they carry.
     const ends: number[] = [];
@@ -158,4 +167,10 @@ export class ApiTokenService implements CredentialVerifier {
       ...(ends.length > 0 ? { notAfter: Math.min(...ends) } : {}),
     });
   }
+}
+
+/** A refused API token, counted. */
+function refused(why: string): DomainError {
+  tokenVerifications.api_token.refused++;
+  return new DomainError('unauthenticated', `API token rejected: ${why}`);
 }

@@ -2,6 +2,7 @@ import { KeyObject } from 'node:crypto';
 import { decodeProtectedHeader, errors, JWTPayload, jwtVerify } from 'jose';
 import type { CredentialParent } from '../../common/principal';
 import { parseParent } from '../revocation/credential-parent';
+import { tokenVerifications, VerifiedCredential } from './verification-counts';
 
 /** Why a token was refused; each is a distinct, testable check. Never includes the token. */
 export type TokenFailure =
@@ -116,8 +117,34 @@ export async function verifyStatehouseJwt(
   keys: ReadonlyMap<string, KeyObject>,
   options: VerifyOptions,
 ): Promise<VerifiedClaims> {
+  const counts = tokenVerifications[CREDENTIAL_OF[options.audience]];
   const kept = keptVerdict(token, keys, options);
-  if (kept) return kept;
+  if (kept) {
+    counts.reused++;
+    return kept;
+  }
+  try {
+    const claims = await verifyFully(token, keys, options);
+    counts.verified++;
+    return claims;
+  } catch (e) {
+    counts.refused++;
+    throw e;
+  }
+}
+
+/** Which credential a token of each audience is (for the verification counts). */
+const CREDENTIAL_OF: Record<Audience, VerifiedCredential> = {
+  api: 'access_token',
+  s3: 'session_token',
+};
+
+/** The signature and claims of a token with no kept verdict; a valid one's verdict is kept. */
+async function verifyFully(
+  token: string,
+  keys: ReadonlyMap<string, KeyObject>,
+  options: VerifyOptions,
+): Promise<VerifiedClaims> {
   let header: ReturnType<typeof decodeProtectedHeader>;
   try {
     header = decodeProtectedHeader(token);

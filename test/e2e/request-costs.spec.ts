@@ -1,0 +1,233 @@
+import { DATABASE_KIND, ON_POSTGRES } from '../support/database';
+import { parseExposition, Sample, valueOf } from '../support/metrics';
+import { sleep } from '../support/processes';
+import { presignS3Get, S3Creds, sendRaw, signS3 } from '../support/s3-signer';
+import { apiFetch, onFreshServer, RunningServer, s3CredentialsFor } from '../support/server';
+import { tfState } from '../support/services';
+
+/**
+ * What one request on a hot path costs the server, counted from outside the process
+ * (statehouse_database_statements_total, statehouse_token_verifications_total, the log lines
+ * on its output) rather than timed: a read of an existing state needs at most one statement on
+ * PostgreSQL and none on the embedded database while the current-version cache answers, one
+ * verification of the credential it carries, and one log line.
+ */
+
+jest.setTimeout(120_000);
+
+const N = 20;
+const UNIT = 'costs/app';
+const KEY = 'costs/app.tfstate';
+const STATE = tfState(3, 'lineage-costs', { big: 'x'.repeat(2048) });
+
+describe(`what a request costs: statements, token verifications, log lines (${DATABASE_KIND})`, () => {
+  let server: RunningServer;
+  let creds: S3Creds;
+  /** An API token, sent as Terraform's HTTP backend sends it (basic auth). */
+  let basic: string;
+  let bootstrapGet: () => Promise<Response>;
+  onFreshServer((s) => (server = s));
+
+  beforeAll(async () => {
+    const made = await apiFetch(server, '/v1/auth/tokens', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'svc:costs-backend', subject: 'svc:costs-backend' }),
+    });
+    expect(made.status).toBe(201);
+    const token = ((await made.json()) as { token: string }).token;
+    basic = `Basic ${Buffer.from(`terraform:${token}`).toString('base64')}`;
+    creds = await s3CredentialsFor(server, 'svc:costs-s3');
+    const put = await sendRaw(
+      server.port,
+      await signS3(server.port, creds, { method: 'PUT', key: KEY, body: Buffer.from(STATE) }),
+    );
+    expect(put.status).toBe(200);
+    bootstrapGet = () => apiFetch(server, `/v1/backend/${UNIT}`);
+    const post = await backend('POST', STATE);
+    expect(post.status).toBe(200);
+  });
+
+  const backend = (method: string, body?: string) =>
+    fetch(`${server.url}/v1/backend/${UNIT}`, { method, body, headers: { Authorization: basic } });
+
+  /** The requests of each read path: one answered GET of the state each time. */
+  const reads: Record<string, () => Promise<{ status: number; requestId: string }>> = {
+    's3 GetObject, header-signed': async () => {
+      const r = await sendRaw(
+        server.port,
+        await signS3(server.port, creds, { method: 'GET', key: KEY }),
+      );
+      return { status: r.status, requestId: String(r.headers['x-request-id']) };
+    },
+    's3 GetObject, presigned': async () => {
+      const r = await fetch(`${server.url}${await presignS3Get(server.port, creds, KEY)}`);
+      await r.arrayBuffer();
+      return { status: r.status, requestId: String(r.headers.get('x-request-id')) };
+    },
+    'HTTP-backend GET, bootstrap': async () => {
+      const r = await bootstrapGet();
+      await r.arrayBuffer();
+      return { status: r.status, requestId: String(r.headers.get('x-request-id')) };
+    },
+    'HTTP-backend GET': async () => {
+      const r = await backend('GET');
+      await r.arrayBuffer();
+      return { status: r.status, requestId: String(r.headers.get('x-request-id')) };
+    },
+  };
+
+  const scrape = async (): Promise<Sample[]> =>
+    parseExposition(await (await fetch(`${server.url}/metrics`)).text());
+  /**
+   * Statements so far. A scrape may read the held locks from the database (when its last
+   * reading is over 5 s old), sending that statement after it has read the counters: a count
+   * taken `before` requests is scraped twice, so that its own reading is in it, and one taken
+   * after them once, so that what it reads holds only the requests' statements.
+   */
+  const statements = async (when: 'before' | 'after') => {
+    if (when === 'before') await scrape();
+    const s = await scrape();
+    return {
+      audit: valueOf(s, 'statehouse_database_statements_total', { kind: 'audit' }) ?? NaN,
+      other: valueOf(s, 'statehouse_database_statements_total', { kind: 'other' }) ?? NaN,
+      misses: valueOf(s, 'statehouse_state_read_cache_total', { result: 'miss' }) ?? NaN,
+    };
+  };
+  const verifications = async () => {
+    const out: Record<string, number> = {};
+    for (const x of await scrape()) {
+      if (x.name === 'statehouse_token_verifications_total') {
+        out[`${x.labels.credential}/${x.labels.result}`] = x.value;
+      }
+    }
+    return out;
+  };
+  const delta = (after: Record<string, number>, before: Record<string, number>) =>
+    Object.fromEntries(
+      Object.entries(after)
+        .map(([k, v]) => [k, v - (before[k] ?? 0)] as const)
+        .filter(([, v]) => v !== 0),
+    );
+
+  async function burst(read: () => Promise<{ status: number }>, n = N): Promise<void> {
+    for (let i = 0; i < n; i++) expect((await read()).status).toBe(200);
+  }
+
+  /** Sends `n` reads and answers the statements they cost (both kinds). */
+  async function statementsOf(read: () => Promise<{ status: number }>, n = N) {
+    await burst(read, 3); // warm-up: kept verdicts, the blob cache, the current-version pointer
+    const before = await statements('before');
+    await burst(read, n);
+    const after = await statements('after');
+    return {
+      audit: after.audit - before.audit,
+      other: after.other - before.other,
+      misses: after.misses - before.misses,
+    };
+  }
+
+  describe.each(Object.entries(reads))('%s', (_name, read) => {
+    if (ON_POSTGRES) {
+      it(`${N} reads cost at most ${N} statements besides the audit inserts (the current version and its blob key, in one query)`, async () => {
+        const cost = await statementsOf(read);
+        // The HTTP backend's API token (basic auth) is looked up by its hash on every request:
+        // one statement more (the S3 door's session token and the bootstrap token need none).
+        const perRead = _name === 'HTTP-backend GET' ? 2 : 1;
+        expect(cost.other).toBeLessThanOrEqual(perRead * N);
+      });
+    } else {
+      it(`${N} reads cost no statement but the lookups after an audit insert (the current version is kept in memory)`, async () => {
+        const cost = await statementsOf(read);
+        // The HTTP backend's API token is looked up by its hash on every request; every other
+        // statement is a current-version lookup the cache could not answer.
+        const tokenLookups = _name === 'HTTP-backend GET' ? N : 0;
+        expect(cost.other - tokenLookups).toBe(cost.misses);
+        // A batched audit insert (every 250 ms: the reads' own events) ends the kept pointer;
+        // the read running alongside it cannot keep what it found, so at most two lookups
+        // each, and one for an insert just before the first read.
+        expect(cost.misses).toBeLessThanOrEqual(1 + 2 * cost.audit);
+      });
+    }
+  });
+
+  it('an HTTP-backend write of a new version costs a pinned number of statements', async () => {
+    const writes = 5;
+    const before = await statements('before');
+    for (let i = 0; i < writes; i++) {
+      const r = await backend('POST', tfState(10 + i, 'lineage-costs', { i }));
+      expect(r.status).toBe(200);
+    }
+    const after = await statements('after');
+    /*
+     * Per write, measured (fs blobs on the embedded database, the postgres blob store there):
+     *  1  the API token, by its hash;
+     *  1  the unit, by name (before the body is read);
+     *  1  on PostgreSQL, the blob's one chunk (blob_chunks; fs blobs are files);
+     *  1  the graph edges the new version's remote states may refer to;
+     * 13  the write's transaction: START, SET ISOLATION LEVEL, the unit FOR SHARE, the state row
+     *     (INSERT … ON CONFLICT DO NOTHING, then SELECT), the state FOR NO KEY UPDATE, its lock,
+     *     the current version, INSERT the version, UPDATE the state's current version, the
+     *     graph edges (DELETE the stale, UPDATE the recorded outputs), COMMIT;
+     *  plus the version's audit row in the same transaction (kind "audit", not counted here).
+     */
+    const perWrite = ON_POSTGRES ? 17 : 16;
+    expect(after.other - before.other).toBeLessThanOrEqual(perWrite * writes);
+    expect(after.audit - before.audit).toBeGreaterThanOrEqual(writes);
+  });
+
+  describe.each(Object.entries(reads))('%s', (_name, read) => {
+    it('verifies its credential once per request (in full or a kept verdict), never twice', async () => {
+      await burst(read, 1);
+      const before = await verifications();
+      await burst(read);
+      const counted = delta(await verifications(), before);
+      const total = Object.values(counted).reduce((a, b) => a + b, 0);
+      if (_name.includes('bootstrap')) {
+        expect(counted).toEqual({}); // the bootstrap token is compared, not a token verified
+      } else if (_name.startsWith('s3')) {
+        expect(counted).toEqual({ 'session_token/reused': N });
+      } else {
+        expect(counted).toEqual({ 'api_token/verified': N });
+      }
+      expect(total).toBeLessThanOrEqual(N);
+    });
+  });
+
+  // Every use of the bootstrap token is a security event on a line of its own, on purpose
+  // (test/e2e/startup.spec.ts): it is the credential of last resort, not Terraform's.
+  const logged = Object.entries(reads).filter(([name]) => !name.includes('bootstrap'));
+  describe.each(logged)('%s', (_name, read) => {
+    it('logs exactly one line per request at the default level, with its request id and read', async () => {
+      await burst(read, 1);
+      await sleep(300); // the audit batch of earlier reads logs nothing, but let it pass
+      const from = server.output().length;
+      const ids: string[] = [];
+      for (let i = 0; i < N; i++) {
+        const r = await read();
+        expect(r.status).toBe(200);
+        ids.push(r.requestId);
+      }
+      await sleep(300);
+      const lines = server
+        .output()
+        .slice(from)
+        .split('\n')
+        .filter((l) => l.trim() !== '')
+        .map(
+          (l) =>
+            JSON.parse(l) as {
+              msg: string;
+              req?: { id: string };
+              audit?: { type: string; requestId: string };
+            },
+        );
+      expect(lines.map((l) => l.req?.id)).toEqual(ids);
+      for (const [i, l] of lines.entries()) {
+        expect(l.msg).toBe('request completed');
+        // The request's state read is on its line, not on one of its own.
+        expect(l.audit).toMatchObject({ type: 'state.read', requestId: ids[i] });
+      }
+    });
+  });
+});
