@@ -48,15 +48,8 @@ export interface ApiTokenWithLogin extends ApiTokenRow {
  * SQL for refresh-token families, API tokens (only hashes of the secrets are stored) and each
  * person's latest login.
  */
-/** `last_used_at` is recorded at most this often per token (it is advisory: "used recently"). */
-const TOUCH_EVERY_MS = 60_000;
-const MAX_TOUCHED = 10_000;
-
 @Injectable()
 export class IdentityRepository {
-  /** When this process last recorded each API token's use (ms), for `touchApiToken`. */
-  private readonly touched = new Map<string, number>();
-
   constructor(private readonly db: DataSource) {}
 
   transaction<T>(work: (m: EntityManager) => Promise<T>): Promise<T> {
@@ -172,17 +165,8 @@ export class IdentityRepository {
     return rows[0];
   }
 
-  /**
-   * Records use at most once a minute per token, so authentication stays a read: the statement
-   * is not even sent while this process touched the token less than a minute ago (on the
-   * embedded database any write — even one that matches no row — would also empty the
-   * current-version cache of every state, see `DataChanges`).
-   */
+  /** Records use at most once a minute per token, so authentication stays a read. */
   async touchApiToken(id: string): Promise<void> {
-    const now = Date.now();
-    if (now - (this.touched.get(id) ?? -Infinity) < TOUCH_EVERY_MS) return;
-    if (this.touched.size >= MAX_TOUCHED) this.touched.clear();
-    this.touched.set(id, now);
     await this.db.query(
       `UPDATE api_tokens SET last_used_at = now()
         WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < now() - interval '60 seconds')`,
