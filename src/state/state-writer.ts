@@ -144,8 +144,7 @@ export class StateWriter {
     facts: (OutputFacts & { outputsJson: string }) | null,
   ): Promise<{ created: boolean; version: VersionRow; pruned: string[] }> {
     const { unit } = await this.repo.ensureUnit(m, req.unit, req.principal.subject);
-    const ensured = await this.repo.ensureState(m, unit.id, req.workspace);
-    const state = await this.repo.lockStateRow(m, ensured.id);
+    const state = await this.repo.ensureLockedState(m, unit.id, req.workspace);
     assertMayWrite(
       await this.locks.holderOf(m, state.id),
       req.principal.subject,

@@ -283,6 +283,25 @@ export class StateRepository {
    * acquisition all take it, so a version commit never interleaves with another change of the
    * same state: each sees the pointer the previous one left.
    */
+  /**
+   * `ensureState` and then `lockStateRow`, in one statement when the state row exists (a write
+   * to a state written before): its row locked for update, created first when absent. A
+   * concurrent creator's insert makes ours do nothing (it waits for that transaction), and the
+   * second look then finds and locks its row.
+   */
+  async ensureLockedState(m: EntityManager, unitId: string, workspace: string): Promise<StateRow> {
+    const find = () =>
+      sqlRows<StateRow>(
+        m,
+        'SELECT * FROM states WHERE unit_id = $1 AND workspace = $2 FOR NO KEY UPDATE',
+        [unitId, workspace],
+      );
+    const found = await find();
+    if (found.length > 0) return found[0];
+    await this.ensureState(m, unitId, workspace);
+    return (await find())[0];
+  }
+
   async lockStateRow(m: EntityManager, stateId: string): Promise<StateRow> {
     const rows = await sqlRows<StateRow>(
       m,
