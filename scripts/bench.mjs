@@ -93,14 +93,19 @@ async function startReference(script, args, env = {}) {
     ...env,
   });
   const log = captureOutput(proc, 16 * 1024);
+  let poll;
+  let giveUp;
   const port = await new Promise((ok, fail) => {
-    const timer = setInterval(() => {
+    poll = setInterval(() => {
       const m = /"port":(\d+)/.exec(log());
       if (m) ok(Number(m[1]));
     }, 20);
     proc.once('exit', (code) => fail(new Error(`${script} exited (${code}): ${log()}`)));
-    setTimeout(() => fail(new Error(`${script} did not listen: ${log()}`)), 60_000);
-  }).finally(() => undefined);
+    giveUp = setTimeout(() => fail(new Error(`${script} did not listen: ${log()}`)), 60_000);
+  }).finally(() => {
+    clearInterval(poll);
+    clearTimeout(giveUp);
+  });
   return { origin: `http://${HOST}:${port}`, proc, stop: () => stopProcess(proc) };
 }
 
