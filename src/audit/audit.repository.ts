@@ -37,7 +37,8 @@ export interface StoredEvent {
   count: number;
 }
 
-const INSERT_EVENTS =
+/** How every insert into the audit log starts (the statement counter tells them by it). */
+export const INSERT_EVENTS =
   'INSERT INTO audit_events (at, type, actor, action, unit, workspace, outcome, door, request_id, client_ip, details, count)';
 
 /** One row's values, as placeholders added to `params` (in the column order of INSERT_EVENTS). */

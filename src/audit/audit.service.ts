@@ -14,11 +14,13 @@ import {
   AuditRow,
   auditEventInsert,
   findAuditEvents,
+  INSERT_EVENTS,
   insertAuditEvents,
   StoredEvent,
 } from './audit.repository';
 import type { SqlParams } from '../database/sql';
 import { afterCommit } from '../database/transaction';
+import { StatementCounts } from '../database/data-source';
 import { SecurityEvent } from './security-event';
 
 export type { AuditFilter, AuditRow };
@@ -88,7 +90,12 @@ export class AuditService implements OnModuleInit, BeforeApplicationShutdown {
   private readonly losses: AuditLosses = { queueFull: 0, unstorable: 0, atShutdown: 0 };
   private readonly observers: ((event: SecurityEvent) => void)[] = [];
 
-  constructor(@Optional() private readonly db?: DataSource) {}
+  constructor(
+    @Optional() private readonly db?: DataSource,
+    @Optional() statements?: StatementCounts,
+  ) {
+    if (statements) statements.auditPrefix = INSERT_EVENTS;
+  }
 
   onModuleInit(): void {
     if (!this.db) return;

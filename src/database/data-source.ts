@@ -29,13 +29,16 @@ export type DatabaseErrorObserver = (e: unknown, where: 'query' | 'pool') => voi
  * Statements sent to the database through a data source's pool, counted as they are sent (an
  * integer increment; the SQL's first characters are compared, nothing is parsed). `audit` is
  * the INSERTs into `audit_events` (the batched inserts of queued events, and the rows written
- * inside a write's transaction); `other` everything else, transaction control included. On the
+ * inside a write's transaction), recognised by the statement start the audit module, which owns
+ * that table, registers as `auditPrefix`; `other` everything else, transaction control included. On the
  * embedded database the same `pg` client speaks to PGlite through the bridge, so both databases
  * are counted in the one place.
  */
 export class StatementCounts {
   audit = 0;
   other = 0;
+  /** How the audit log's INSERT starts; set by the audit module (`AuditService`). */
+  auditPrefix: string | undefined;
 }
 
 /** A `pg` Client class whose every query is counted in `counts`. */
@@ -45,15 +48,12 @@ function countedClient(counts: StatementCounts): typeof Client {
     override query(...args: unknown[]): never {
       const first = args[0];
       const text = typeof first === 'string' ? first : (first as QueryConfig | undefined)?.text;
-      if (text?.startsWith(AUDIT_INSERT)) counts.audit++;
+      if (counts.auditPrefix !== undefined && text?.startsWith(counts.auditPrefix)) counts.audit++;
       else counts.other++;
       return (super.query as (...a: unknown[]) => never)(...args);
     }
   };
 }
-
-/** How the audit log's INSERT starts (src/audit/audit.repository.ts). */
-const AUDIT_INSERT = 'INSERT INTO audit_events ';
 
 /**
  * One data source for the server, the migration command and the tests. The embedded database
