@@ -189,4 +189,27 @@ describeOnPostgres(ON_POSTGRES ? SUITE : NOT_APPLICABLE, () => {
     expect(await next.text()).toBe(other);
     expect((await backend(a, unit, 'UNLOCK', other)).status).toBe(200);
   });
+  it('an API token revoked through replica A is refused by replica B at once, though B had just used it', async () => {
+    const created = await fetch(`${a.url}/v1/auth/tokens`, {
+      method: 'POST',
+      headers: { ...a.auth, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ name: 'revoked-elsewhere', subject: 'svc:revoked-elsewhere' }),
+    });
+    expect(created.status).toBe(201);
+    const { id, token } = (await created.json()) as { id: string; token: string };
+    const me = () =>
+      fetch(`${b.url}/v1/auth/me`, { headers: { Authorization: `Bearer ${token}` } });
+    expect((await me()).status).toBe(200); // anything B keeps of a token in use must not outlive this
+    expect((await me()).status).toBe(200);
+    const del = await fetch(`${a.url}/v1/auth/tokens/${id}`, { method: 'DELETE', headers: a.auth });
+    expect(del.status).toBe(204);
+    // Whatever B keeps is dropped by the revocation's NOTIFY, which arrives asynchronously.
+    const deadline = Date.now() + 3_000;
+    let status = (await me()).status;
+    while (status === 200 && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 50));
+      status = (await me()).status;
+    }
+    expect(status).toBe(401);
+  });
 });
