@@ -26,7 +26,6 @@ import {
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import {
-  baseEnv,
   buildIfStale,
   CLI,
   HOST,
@@ -35,6 +34,7 @@ import {
   quick,
   readyUrl,
   root,
+  serverEnv,
   TOKEN,
 } from './lib/bench-common.mjs';
 
@@ -127,24 +127,11 @@ function run(cmd, argv, { env, cwd, timeoutMs = 600_000 } = {}) {
 
 // ------------------------------------------------------------------ servers
 
-function serverEnv(extra) {
-  return {
-    ...baseEnv(),
-    NODE_ENV: 'production',
-    PORT: '0',
-    STATEHOUSE_HOST: HOST,
-    STATEHOUSE_BOOTSTRAP_TOKEN: TOKEN,
-    STATEHOUSE_LOG_LEVEL: 'warn',
-    // Long enough for a full run: the door refuses expired session tokens.
-    STATEHOUSE_STS_TTL: '1h',
-    ...extra,
-  };
-}
-
 async function startStatehouse(dataDir) {
   const proc = track(
     spawn(NODE, [CLI, 'serve'], {
-      env: serverEnv({ STATEHOUSE_DATA_DIR: dataDir }),
+      // Long enough for a full run: the door refuses expired session tokens.
+      env: serverEnv({ STATEHOUSE_STS_TTL: '1h', STATEHOUSE_DATA_DIR: dataDir }),
       stdio: ['ignore', 'pipe', 'pipe'],
     }),
   );
