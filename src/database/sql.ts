@@ -28,6 +28,18 @@ export async function sqlRows<T>(
  */
 export type TransactionStep = (m: EntityManager) => Promise<void>;
 
+/**
+ * The same work as a `TransactionStep`, for an operation done by one autocommit statement that
+ * another module's repository composes: `insert(params, when)` is its CTE body, run only when
+ * the SQL condition `when` (the operation made its change) holds, and failing the whole
+ * statement when the work cannot be done, so that nothing commits; `failed(e)` turns such a
+ * failure of the statement into the step's own error and rethrows anything else.
+ */
+export interface StatementStep {
+  insert(params: SqlParams, when: string): string;
+  failed(e: unknown): never;
+}
+
 /** Anything statements run on: the pool, a transaction's entity manager or one connection. */
 export interface Queryable {
   query(sql: string, params?: unknown[]): Promise<unknown>;

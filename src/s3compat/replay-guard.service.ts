@@ -2,7 +2,7 @@ import { Injectable, Logger, BeforeApplicationShutdown, OnModuleInit } from '@ne
 import { createHash } from 'node:crypto';
 import { AuditService } from '../audit/audit.service';
 import type { Principal } from '../common/principal';
-import type { TransactionStep } from '../database/sql';
+import type { StatementStep, TransactionStep } from '../database/sql';
 import { S3Error } from './s3-errors';
 import type { SigningContext } from './sigv4';
 import { UsedSignatureRepository } from './used-signature.repository';
@@ -30,6 +30,8 @@ export class ReplayedRequestError extends S3Error {
  */
 export interface ReplayGuard {
   claim: TransactionStep;
+  /** `claim` inside an operation done by one statement: refused the same way. */
+  inStatement: StatementStep;
   /**
    * After the operation refused the request (a 4xx): records the signature on its own, so a
    * refused request cannot be replayed later, when the refusal might no longer hold (a lock PUT
@@ -84,6 +86,13 @@ export class ReplayGuardService implements OnModuleInit, BeforeApplicationShutdo
     return {
       claim: async (m) => {
         if (!(await this.signatures.claim(m, key, expiresAt))) refuse();
+      },
+      inStatement: {
+        insert: (params, when) => this.signatures.claimFragment(params, key, expiresAt, when),
+        failed: (e) => {
+          if (this.signatures.isUsedBefore(e)) refuse();
+          throw e;
+        },
       },
       claimAfterRefusal: async () => {
         try {

@@ -265,6 +265,7 @@ export class S3ObjectsService implements OnApplicationBootstrap {
         generateId: false,
         door: 's3',
         inTransaction: guard?.claim,
+        inStatement: guard?.inStatement,
       });
       return {
         status: 200,
@@ -311,6 +312,7 @@ export class S3ObjectsService implements OnApplicationBootstrap {
       // sends If-Match gets the check done here, in the release's transaction.
       await this.locks.unlockAsPrincipal(principal, addr, 's3', {
         inTransaction: guard?.claim,
+        inStatement: guard?.inStatement,
         precondition:
           ifMatch === undefined
             ? undefined

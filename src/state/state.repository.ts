@@ -350,6 +350,16 @@ export class StateRepository {
   }
 
   /**
+   * A subquery naming the state (`id`) of a unit, live or not (as `findUnit` finds it),
+   * locking nothing: what a read of the held lock looks at.
+   */
+  stateOf(params: SqlParams, addr: StateAddress): string {
+    return `SELECT s.id FROM units u JOIN states s ON s.unit_id = u.id
+             WHERE u.name = ${params.add(addr.unit, 'text')}
+               AND s.workspace = ${params.add(addr.workspace, 'text')}`;
+  }
+
+  /**
    * A CTE body naming the state of a release (`id`), its row locked for update as
    * `lockStateRow` does (the unit, as for `findUnit`, is neither locked nor required live).
    */

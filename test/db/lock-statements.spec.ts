@@ -1,9 +1,13 @@
+import { createHash, randomBytes } from 'node:crypto';
 import { DataSource } from 'typeorm';
 import { PostgresQueryRunner } from 'typeorm/driver/postgres/PostgresQueryRunner';
 import { SecurityEvent } from '../../src/audit/security-event';
 import { Principal } from '../../src/common/principal';
 import { DomainError } from '../../src/common/errors';
 import { runWithRequestContext } from '../../src/common/request-context';
+import { ReplayedRequestError, ReplayGuardService } from '../../src/s3compat/replay-guard.service';
+import type { SigningContext } from '../../src/s3compat/sigv4';
+import { UsedSignatureRepository } from '../../src/s3compat/used-signature.repository';
 import { MemoryBlobStore } from '../../src/storage/memory-blob.store';
 import { DATABASE_KIND, ON_POSTGRES, onTestDatabase, TestDatabase } from '../support/database';
 import { ALICE, BOB, buildServices, failure, Services } from '../support/services';
@@ -125,6 +129,103 @@ describe(`LOCK and UNLOCK as one statement each (${DATABASE_KIND})`, () => {
       })),
     );
     expect(observed.map((e) => e.requestId)).toEqual([ctx.requestId, ctx.requestId]);
+  });
+
+  describe("the S3 door's lock object (its replay record in the same statement)", () => {
+    const signing = (): SigningContext =>
+      ({
+        seedSignature: randomBytes(32).toString('hex'),
+        validUntil: Date.now() + 15 * 60_000,
+      }) as SigningContext;
+    let guards: ReplayGuardService;
+    beforeEach(() => {
+      guards = new ReplayGuardService(new UsedSignatureRepository(db.dataSource), s.audit);
+    });
+    const guardOf = (ctx: SigningContext, method: string) => {
+      const g = guards.guardFor(ALICE, method, ctx);
+      if (!g) throw new Error('no guard');
+      return { inTransaction: g.claim, inStatement: g.inStatement };
+    };
+    const recorded = async (ctx: SigningContext) =>
+      (
+        await db.dataSource.query<unknown[]>(
+          'SELECT 1 FROM s3_used_signatures WHERE signature_sha256 = $1',
+          [createHash('sha256').update(ctx.seedSignature).digest('hex')],
+        )
+      ).length;
+
+    it('a PutObject of the lock object is one statement, with its signature recorded', async () => {
+      const addr = await existingState();
+      const ctx = signing();
+      const sent = await statementsOf(() =>
+        s.locks.acquire(ALICE, addr, info('L1'), { generateId: false, ...guardOf(ctx, 'PUT') }),
+      );
+      expect(sent).toHaveLength(1);
+      expect(sent[0]).toMatch(/INSERT INTO locks[\s\S]*INSERT INTO s3_used_signatures/);
+      expect(await recorded(ctx)).toBe(1);
+      expect((await s.locks.holder(ALICE, addr)).id).toBe('L1');
+    });
+
+    it("a read of the lock object is one statement, and the holder's DeleteObject two (the holder, then the release)", async () => {
+      const addr = await existingState();
+      await s.locks.acquire(ALICE, addr, info('L1'), { generateId: false });
+      const read = await statementsOf(() => s.locks.holder(ALICE, addr));
+      expect(read).toHaveLength(1);
+      const ctx = signing();
+      const sent = await statementsOf(() =>
+        s.locks.unlockAsPrincipal(ALICE, addr, 's3', guardOf(ctx, 'DELETE')),
+      );
+      expect(sent).toHaveLength(2);
+      expect(sent[1]).toMatch(/DELETE FROM locks[\s\S]*INSERT INTO s3_used_signatures/);
+      expect(await recorded(ctx)).toBe(1);
+      await expect(s.locks.holder(ALICE, addr)).rejects.toMatchObject({ code: 'lock_not_found' });
+      expect(s.audit.events.slice(-1).map((e) => [e.type, e.door])).toEqual([
+        ['lock.release', 's3'],
+      ]);
+    });
+
+    it('a replayed PutObject of the lock object is refused by the statement and takes no lock', async () => {
+      const addr = await existingState();
+      const ctx = signing();
+      await s.locks.acquire(ALICE, addr, info('L1'), { generateId: false, ...guardOf(ctx, 'PUT') });
+      await s.locks.unlockAsPrincipal(ALICE, addr, 's3', guardOf(signing(), 'DELETE'));
+      const before = s.audit.events.length;
+      await expect(
+        s.locks.acquire(ALICE, addr, info('L1'), { generateId: false, ...guardOf(ctx, 'PUT') }),
+      ).rejects.toBeInstanceOf(ReplayedRequestError);
+      await expect(s.locks.holder(ALICE, addr)).rejects.toMatchObject({ code: 'lock_not_found' });
+      // The refusal is audited; no lock.acquire is.
+      expect(s.audit.events.slice(before).map((e) => e.type)).toEqual(['auth.failed']);
+    });
+
+    it('a replayed DeleteObject of the lock object is refused by the statement and releases nothing', async () => {
+      const addr = await existingState();
+      const ctx = signing();
+      await s.locks.acquire(ALICE, addr, info('L1'), { generateId: false });
+      await s.locks.unlockAsPrincipal(ALICE, addr, 's3', guardOf(ctx, 'DELETE'));
+      await s.locks.acquire(ALICE, addr, info('L2'), { generateId: false });
+      await expect(
+        s.locks.unlockAsPrincipal(ALICE, addr, 's3', guardOf(ctx, 'DELETE')),
+      ).rejects.toBeInstanceOf(ReplayedRequestError);
+      expect((await s.locks.holder(ALICE, addr)).id).toBe('L2');
+    });
+
+    it("an If-Match that does not match the holder's lock object refuses the release before it is made", async () => {
+      const addr = await existingState();
+      await s.locks.acquire(ALICE, addr, info('L1'), { generateId: false });
+      const ctx = signing();
+      const refusal = new Error('precondition');
+      await expect(
+        s.locks.unlockAsPrincipal(ALICE, addr, 's3', {
+          ...guardOf(ctx, 'DELETE'),
+          precondition: (holder) => {
+            if (holder?.id !== 'other') throw refusal;
+          },
+        }),
+      ).rejects.toBe(refusal);
+      expect((await s.locks.holder(ALICE, addr)).id).toBe('L1');
+      expect(await recorded(ctx)).toBe(0);
+    });
   });
 
   it('a LOCK of a unit that does not exist yet still creates it (the transactional path)', async () => {

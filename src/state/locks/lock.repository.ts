@@ -22,6 +22,17 @@ export interface HeldLocksSummary {
 /** A CTE body another repository writes into a composed statement, given its parameters. */
 export type Fragment = (params: SqlParams) => string;
 
+/**
+ * A CTE body run alongside a one-statement change only when the SQL condition `when` (the
+ * change was made) holds: the audit row, the S3 door's replay record.
+ */
+export type Alongside = (params: SqlParams, when: string) => string;
+
+/** The CTEs of `steps`, each run only when `when` holds, as `name AS (…)` list items. */
+function alongside(params: SqlParams, steps: readonly Alongside[], when: string): string {
+  return steps.map((step, i) => `,\n      alongside_${i} AS (${step(params, when)})`).join('');
+}
+
 /** What the one-statement acquire found (`acquireAtOnce`). */
 export type AcquireAtOnce =
   /** The unit is not live or the state row does not exist: the transactional path creates them. */
@@ -67,15 +78,15 @@ export class LockRepository {
   /**
    * The common acquire — a live unit whose state row exists — as one autocommit statement:
    * `stateOf` (the state module's CTE body, naming the state's `id` and share-locking it) feeds
-   * the same insert as `tryInsert`, and `audit(params, when)` (the audit module's insert) runs
-   * only when the insert won. A loser reads the holder from the statement's snapshot, row-locked:
+   * the same insert as `tryInsert`, and each of `steps` (the audit module's insert, the S3
+   * door's replay record) runs only when the insert won. A loser reads the holder from the statement's snapshot, row-locked:
    * a lock released since the statement began is skipped (so it is never reported), which makes
    * a reported holder the lock the insert lost to — the one live row of that state.
    */
   async acquireAtOnce(
     stateOf: Fragment,
     lock: { id: string; info: string; principal: string },
-    audit: (params: SqlParams, when: string) => string,
+    steps: readonly Alongside[],
   ): Promise<AcquireAtOnce> {
     const params = new SqlParams();
     const sql = `WITH target AS (${stateOf(params)}),
@@ -85,8 +96,7 @@ export class LockRepository {
                ${params.add(lock.principal, 'text')} FROM target
         ON CONFLICT (state_id) DO NOTHING
         RETURNING lock_id, info, principal, created_at
-      ),
-      audited AS (${audit(params, 'EXISTS (SELECT 1 FROM won)')}),
+      )${alongside(params, steps, 'EXISTS (SELECT 1 FROM won)')},
       holder AS (
         SELECT l.lock_id, l.info, l.principal, l.created_at
           FROM locks l JOIN target t ON t.id = l.state_id
@@ -110,14 +120,14 @@ export class LockRepository {
    * The holder's release as one autocommit statement: `stateOf` (the state module's CTE body,
    * naming the state's `id` and locking its row for update) scopes the same delete as
    * `deleteIfHeldBy`; `remember(params, from)` (the state module's `recordReleasedLock`) and
-   * `audit(params, when)` (the audit module's insert) run only for a deleted lock. False when
-   * nothing was deleted.
+   * each of `steps` (the audit module's insert, the S3 door's replay record) run only for a
+   * deleted lock. False when nothing was deleted.
    */
   async releaseAtOnce(
     stateOf: Fragment,
     lock: { id: string; principal: string },
     remember: (params: SqlParams, from: string) => string,
-    audit: (params: SqlParams, when: string) => string,
+    steps: readonly Alongside[],
   ): Promise<boolean> {
     const params = new SqlParams();
     const sql = `WITH target AS (${stateOf(params)}),
@@ -128,8 +138,7 @@ export class LockRepository {
            AND principal = ${params.add(lock.principal, 'text')}
         RETURNING state_id
       ),
-      remembered AS (${remember(params, 'released')}),
-      audited AS (${audit(params, 'EXISTS (SELECT 1 FROM released)')})
+      remembered AS (${remember(params, 'released')})${alongside(params, steps, 'EXISTS (SELECT 1 FROM released)')}
       SELECT count(*)::int AS released FROM released`;
     const rows = await sqlRows<{ released: number }>(this.db.manager, sql, params.values);
     return rows[0].released > 0;
@@ -162,6 +171,21 @@ export class LockRepository {
       [stateId],
     );
     return rows.length > 0 ? toHeldLock(rows[0]) : undefined;
+  }
+
+  /**
+   * Read-only, in one statement outside any transaction: the lock held on the state named by
+   * `stateOf` (the state module's CTE body naming its `id`), if any.
+   */
+  async holderAt(stateOf: Fragment): Promise<HeldLock | null> {
+    const params = new SqlParams();
+    const rows = await sqlRows<Parameters<typeof toHeldLock>[0]>(
+      this.db.manager,
+      `SELECT lock_id, info, principal, created_at FROM locks
+        WHERE state_id = (${stateOf(params)})`,
+      params.values,
+    );
+    return rows.length > 0 ? toHeldLock(rows[0]) : null;
   }
 
   /** Read-only: the lock held on the state, if any. */

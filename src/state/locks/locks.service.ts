@@ -3,7 +3,7 @@ import { AuditService, SecurityEventInput } from '../../audit/audit.service';
 import { changeEvent } from '../../audit/events';
 import { Principal } from '../../common/principal';
 import { DomainError, HeldLock } from '../../common/errors';
-import type { TransactionStep } from '../../database/sql';
+import type { StatementStep, TransactionStep } from '../../database/sql';
 import { statementRetried } from '../../database/transaction';
 import type { EntityManager } from 'typeorm';
 import { assertUnitName } from '../../common/names';
@@ -19,10 +19,12 @@ import { lockView, LockView } from './locks.views';
 
 /** How the S3 door's unconditional release (`DeleteObject` of the lock object) may be narrowed. */
 export interface UnlockOptions {
-  /** Sees the held lock (null when none) inside the release's transaction; throw to refuse. */
+  /** Sees the held lock (null when none) before it is released; throw to refuse. */
   precondition?: (holder: HeldLock | null) => void;
   /** Work that commits with the removal of a lock (the S3 door's replay record). */
   inTransaction?: TransactionStep;
+  /** `inTransaction` for the one-statement release; without it that path is not taken. */
+  inStatement?: StatementStep;
 }
 
 /**
@@ -54,15 +56,19 @@ export class LocksService {
        * request (nginx, to the next replica) gets the same lock back, not a refusal.
        */
       inTransaction?: TransactionStep;
+      /** `inTransaction` for the one-statement acquire; without it that path is not taken. */
+      inStatement?: StatementStep;
     },
   ): Promise<HeldLock> {
     assertUnitName(addr.unit);
     await this.authz.authorize(principal, 'unit.lock', addr);
     let parsed: ReturnType<typeof parseLockInfo> | undefined;
-    if (!options.inTransaction) {
+    if (!options.inTransaction || options.inStatement) {
       // A LockInfo that does not parse is refused below, after the unit.create check, as always.
       parsed = lockInfoOrUndefined(body, options.generateId);
-      const fast = parsed && (await this.acquireAtOnce(principal, addr, parsed, options.door));
+      const fast =
+        parsed &&
+        (await this.acquireAtOnce(principal, addr, parsed, options.door, options.inStatement));
       if (fast) return fast;
     }
     await this.access.assertMayCreateOnUse(principal, addr.unit);
@@ -115,13 +121,14 @@ export class LocksService {
     addr: StateAddress,
     lock: { id: string; infoJson: string },
     door: Door | undefined,
+    step: StatementStep | undefined,
   ): Promise<HeldLock | undefined> {
     const record = this.audit.inStatement(acquireEvent(principal, addr, lock.id, door));
-    const found = await statementRetried(() =>
+    const found = await oneStatement(step, () =>
       this.locks.acquireAtOnce(
         (params) => this.repo.sharedStateOfLiveUnit(params, addr),
         { id: lock.id, info: lock.infoJson, principal: principal.subject },
-        record.insert,
+        step ? [record.insert, (params, when) => step.insert(params, when)] : [record.insert],
       ),
     );
     if (found.outcome === 'won') {
@@ -189,14 +196,15 @@ export class LocksService {
     addr: StateAddress,
     lockId: string,
     door: Door,
+    step?: StatementStep,
   ): Promise<boolean> {
     const record = this.audit.inStatement(releaseEvent(principal, addr, lockId, door));
-    const released = await statementRetried(() =>
+    const released = await oneStatement(step, () =>
       this.locks.releaseAtOnce(
         (params) => this.repo.updatableStateOf(params, addr),
         { id: lockId, principal: principal.subject },
         (params, from) => this.repo.releasedLockRecord(params, from, lockId, principal.subject),
-        record.insert,
+        step ? [record.insert, (params, when) => step.insert(params, when)] : [record.insert],
       ),
     );
     if (released) record.stored();
@@ -218,6 +226,18 @@ export class LocksService {
   ): Promise<boolean> {
     assertUnitName(addr.unit);
     await this.authz.authorize(principal, 'unit.lock', addr);
+    if (!options.inTransaction || options.inStatement) {
+      // The common case — the caller's own lock — in two statements: the holder read, then the
+      // one-statement release of exactly that lock. Anything else (no lock, another's lock, a
+      // lock that changed hands in between) is the transactional path's to decide.
+      const held = await this.locks.holderAt((params) => this.repo.stateOf(params, addr));
+      if (held && held.principal === principal.subject) {
+        options.precondition?.(held);
+        if (await this.releaseAtOnce(principal, addr, held.id, door, options.inStatement)) {
+          return true;
+        }
+      }
+    }
     const outcome = await this.repo.transaction(async (m) => {
       const state = await this.findStateRow(m, addr, true);
       const holder = state ? await this.locks.holderOf(m, state.id) : null;
@@ -303,10 +323,7 @@ export class LocksService {
   async holder(principal: Principal, addr: StateAddress): Promise<HeldLock> {
     assertUnitName(addr.unit);
     await this.authz.authorize(principal, 'unit.read', addr);
-    const holder = await this.repo.transaction(async (m) => {
-      const state = await this.findStateRow(m, addr);
-      return state ? this.locks.holderOf(m, state.id) : null;
-    });
+    const holder = await this.locks.holderAt((params) => this.repo.stateOf(params, addr));
     if (!holder) {
       throw new DomainError(
         'lock_not_found',
@@ -374,6 +391,19 @@ export class LocksService {
     if (!unit) return undefined;
     const state = await this.repo.findState(m, unit.id, addr.workspace);
     return state && forUpdate ? this.repo.lockStateRow(m, state.id) : state;
+  }
+}
+
+/**
+ * A one-statement change, run again on deadlock or serialization failure; a failure caused by
+ * `step` (the S3 door's replay record refusing a signature used before) becomes its error.
+ */
+async function oneStatement<T>(step: StatementStep | undefined, run: () => Promise<T>): Promise<T> {
+  try {
+    return await statementRetried(run);
+  } catch (e) {
+    if (step) step.failed(e);
+    throw e;
   }
 }
 
