@@ -479,10 +479,13 @@ async function sectionPlan() {
     line('|---|---|---|');
     for (const [k, r] of Object.entries(runs))
       line(`| ${k} | ${spread(r)} | ${fmt(ratio(r, runs.local), 2)} |`);
-    const med = (k) => median(runs[k].map((r) => r.perSecond));
-    const extra = med('s3, credential_process') - med('s3, static credentials');
+    // Paired by round (the two ran one after the other): the machine's drift cancels out.
+    const statics = runs['s3, static credentials'];
+    const extra = median(
+      runs['s3, credential_process'].map((r, i) => r.perSecond - statics[i].perSecond),
+    );
     line(
-      `| **goals** | static / local ${verdict(ratio(runs['s3, static credentials'], runs.local), 1.1, false)}; credential_process adds ${fmt(extra)} ms over static (goal ≤ 80: ${extra <= 80 ? 'met' : 'NOT met'}) | |`,
+      `| **goals** | static / local ${verdict(ratio(runs['s3, static credentials'], runs.local), 1.1, false)}; credential_process adds ${fmt(extra)} ms over static, median of the rounds' differences (goal ≤ 80: ${extra <= 80 ? 'met' : 'NOT met'}) | |`,
     );
   } finally {
     await sh.stop();

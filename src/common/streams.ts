@@ -1,4 +1,37 @@
-import type { Readable, Transform } from 'node:stream';
+import { Readable } from 'node:stream';
+import type { Transform } from 'node:stream';
+
+/**
+ * A body whose bytes are already in memory, whole (a blob the cache holds, a synthesized
+ * state). It reads like any stream, and a sender that sees one answers with `res.end(bytes)`
+ * instead of piping it (`sendWhole`): no stream machinery per request — `stream.pipeline`'s own
+ * AbortController, aborted with a DOMException and its stack at every end, cost more than the
+ * write of a state held in memory.
+ */
+export class BytesReadable extends Readable {
+  private pending: Buffer | undefined;
+
+  constructor(readonly bytes: Buffer) {
+    super();
+    this.pending = bytes.length > 0 ? bytes : undefined;
+  }
+
+  override _read(): void {
+    const chunk = this.pending;
+    this.pending = undefined;
+    this.push(chunk ?? null);
+  }
+}
+
+/**
+ * Ends `res` with the body's bytes when they are in memory whole (`BytesReadable`): true when
+ * it did, false when the caller must stream the body.
+ */
+export function sendWhole(res: { end(bytes: Buffer): unknown }, body: Readable): boolean {
+  if (!(body instanceof BytesReadable) || body.readableDidRead || body.destroyed) return false;
+  res.end(body.bytes);
+  return true;
+}
 
 /**
  * Pipes a request body into a transform without ever destroying the request: when the

@@ -3,6 +3,7 @@ import { ApiExcludeController } from '@nestjs/swagger';
 import { RawBody } from '../common/body-parsing';
 import type { Request, Response } from 'express';
 import { pipeline } from 'node:stream/promises';
+import { sendWhole } from '../common/streams';
 import { SelfAuthenticated } from '../common/route-auth';
 import { DomainError } from '../common/errors';
 import { currentRequestContext, ThroughDoor } from '../common/request-context';
@@ -165,6 +166,7 @@ async function send(res: Response, reply: S3Reply, headOnly: boolean): Promise<v
     res.end(body);
     return;
   }
+  if (sendWhole(res, body)) return;
   try {
     await pipeline(body, res);
   } catch {

@@ -1,5 +1,5 @@
 import { Injectable, Logger, Inject } from '@nestjs/common';
-import { Readable } from 'node:stream';
+import { BytesReadable } from '../common/streams';
 import { AuditService } from '../audit/audit.service';
 import { changeEvent } from '../audit/events';
 import type { Principal } from '../common/principal';
@@ -107,7 +107,7 @@ export class StateReader {
     this.recordRead(principal, addr, view.version, true);
     return {
       version: view,
-      body: Readable.from([bounds ? bytes.subarray(bounds.start, bounds.end + 1) : bytes]),
+      body: new BytesReadable(bounds ? bytes.subarray(bounds.start, bounds.end + 1) : bytes),
       range: bounds,
       synthesized: true,
     };
@@ -211,7 +211,7 @@ export class StateReader {
     if (mode !== 'full') {
       const { view, bytes } = outputsOnlyState(row, mode === 'outputs-sensitive');
       this.recordRead(principal, addr, n, true);
-      return { version: view, body: Readable.from([bytes]), synthesized: true };
+      return { version: view, body: new BytesReadable(bytes), synthesized: true };
     }
     try {
       const body = await this.blobs.get(row.blob_key);

@@ -1,5 +1,6 @@
 import type { Response } from 'express';
 import { pipeline } from 'node:stream/promises';
+import { sendWhole } from '../common/streams';
 import type { OpenedState } from './state-types';
 
 /** Streams a stored state as the answer, with its exact length and identity headers. */
@@ -11,6 +12,7 @@ export async function sendState(res: Response, opened: OpenedState): Promise<voi
   res.setHeader('Content-MD5', Buffer.from(version.md5, 'hex').toString('base64'));
   res.setHeader('X-Statehouse-Version', String(version.version));
   res.setHeader('Cache-Control', 'no-store');
+  if (sendWhole(res, body)) return;
   try {
     await pipeline(body, res);
   } catch {

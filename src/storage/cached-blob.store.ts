@@ -1,5 +1,6 @@
 import { Readable, Transform, TransformCallback } from 'node:stream';
 import { pipeline } from 'node:stream';
+import { BytesReadable } from '../common/streams';
 import { clampByteRange } from './blob-store';
 import type { ByteRange, BlobStore, PutResult } from './blob-store';
 
@@ -37,9 +38,9 @@ export class CachedBlobStore implements BlobStore {
     if (held) {
       this.kept.delete(key);
       this.kept.set(key, held);
-      if (!range) return Readable.from([held]);
+      if (!range) return new BytesReadable(held);
       const { start, end } = clampByteRange(key, range, held.length);
-      return Readable.from([held.subarray(start, end + 1)]);
+      return new BytesReadable(held.subarray(start, end + 1));
     }
     const body = await this.inner.get(key, range);
     if (range || this.maxItemBytes === 0) return body;

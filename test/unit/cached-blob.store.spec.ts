@@ -1,4 +1,5 @@
 import { Readable } from 'node:stream';
+import { BytesReadable } from '../../src/common/streams';
 import { BlobNotFoundError, BlobStore, ByteRange } from '../../src/storage/blob-store';
 import { CachedBlobStore } from '../../src/storage/cached-blob.store';
 import { MemoryBlobStore } from '../../src/storage/memory-blob.store';
@@ -58,6 +59,19 @@ describe('CachedBlobStore', () => {
     expect(await readAll(await store.get('a'))).toEqual(b);
     expect(inner.gets).toBe(1);
     expect(await store.stat('a')).toBe(1000);
+  });
+
+  it('hands a kept blob over whole (a BytesReadable), so a sender writes it without piping', async () => {
+    const b = bytesOf(1000, 3);
+    await put(store, 'w', b);
+    const first = await store.get('w');
+    expect(first).not.toBeInstanceOf(BytesReadable); // read from the store, filling the cache
+    await readAll(first);
+    const held = await store.get('w');
+    expect(held).toBeInstanceOf(BytesReadable);
+    expect((held as BytesReadable).bytes).toEqual(b);
+    const range = await store.get('w', { start: 10, end: 19 });
+    expect((range as BytesReadable).bytes).toEqual(b.subarray(10, 20));
   });
 
   it('serves byte ranges from a kept blob, clamped as the drivers clamp them; never fills from a range', async () => {

@@ -1,5 +1,5 @@
 import { PassThrough, Readable, Transform, TransformCallback } from 'node:stream';
-import { feed } from '../../src/common/streams';
+import { BytesReadable, feed, sendWhole } from '../../src/common/streams';
 
 /** A pass-through that fails at its end, as a body checksum does on a mismatch. */
 class FailsAtEnd extends Transform {
@@ -75,5 +75,38 @@ describe('feed (piping a request body into a transform)', () => {
     // Read to its end (a destroyed request would never emit 'end'), without an error.
     await new Promise((r) => src.once('end', r));
     expect(src.errored).toBeNull();
+  });
+});
+
+describe('BytesReadable and sendWhole: a body already in memory', () => {
+  const sink = () => {
+    const ended: Buffer[] = [];
+    return { ended, end: (b: Buffer) => ended.push(b) };
+  };
+
+  it('reads as a stream of its bytes (one chunk), and as an empty stream when empty', async () => {
+    const b = Buffer.from('{"version":4}');
+    expect(await drain(new BytesReadable(b))).toEqual(b);
+    expect((await drain(new BytesReadable(Buffer.alloc(0)))).length).toBe(0);
+  });
+
+  it('is written whole by sendWhole, which leaves any other stream to the caller', () => {
+    const b = Buffer.from('state bytes');
+    const res = sink();
+    expect(sendWhole(res, new BytesReadable(b))).toBe(true);
+    expect(res.ended).toEqual([b]);
+    expect(sendWhole(res, Readable.from([b]))).toBe(false);
+    expect(res.ended).toHaveLength(1);
+  });
+
+  it('is not sent whole once something read from it or destroyed it (the bytes would be sent twice or after an error)', async () => {
+    const res = sink();
+    const read = new BytesReadable(Buffer.from('abc'));
+    await drain(read);
+    expect(sendWhole(res, read)).toBe(false);
+    const destroyed = new BytesReadable(Buffer.from('abc'));
+    destroyed.destroy();
+    expect(sendWhole(res, destroyed)).toBe(false);
+    expect(res.ended).toHaveLength(0);
   });
 });
