@@ -23,6 +23,7 @@ import { EmbeddedPostgres } from './embedded-postgres';
 import { codeSchema, prepareSchema } from './migrator';
 import { behindMessage, newerMessage } from './schema-compat';
 import { SharedSecrets } from './shared-secrets.service';
+import { noteDefaultIsolation } from './transaction';
 
 /** The entity list the root passes to DatabaseModule.forRoot. */
 export const DATABASE_ENTITIES = Symbol('DATABASE_ENTITIES');
@@ -90,6 +91,11 @@ export class DatabaseHandle implements OnApplicationShutdown {
         );
       }
       if (verdict.kind === 'newer') this.logger.warn(newerMessage(codeSchema(), verdict));
+      if (!(await noteDefaultIsolation(this.dataSource))) {
+        this.logger.warn(
+          'the database’s default_transaction_isolation is not read committed: every transaction sets READ COMMITTED itself, one statement more each',
+        );
+      }
       if (this.embedded) {
         // PGlite runs no autovacuum: without statistics the planner guesses, sometimes badly.
         await this.analyze();

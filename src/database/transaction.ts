@@ -1,5 +1,6 @@
 import { Logger } from '@nestjs/common';
 import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
+import { sqlRows } from './sql';
 
 const logger = new Logger('database');
 
@@ -23,6 +24,30 @@ export function isRetryableTransactionError(e: unknown): boolean {
  */
 export type TransactionWork<T> = (m: EntityManager) => Promise<T>;
 
+/** Data sources whose sessions begin READ COMMITTED (`noteDefaultIsolation`). */
+const READ_COMMITTED_BY_DEFAULT = new WeakSet<DataSource>();
+
+/**
+ * Reads, once at start, whether the database's sessions begin READ COMMITTED — PostgreSQL's
+ * default, PGlite's always — so that `transaction` need not say so in a statement of its own
+ * (`SET TRANSACTION ISOLATION LEVEL`, one round trip of every transaction). A session option
+ * (`-c default_transaction_isolation=…` at connect) would do the same, but PgBouncer refuses
+ * startup options. The level is read from the database's own settings (`ALTER DATABASE`/`ALTER
+ * ROLE … SET`, postgresql.conf), which every connection of the pool shares; a server started
+ * where it is anything else keeps setting READ COMMITTED on every transaction. Changing it
+ * while servers run takes effect for them at their next start (README, "PostgreSQL").
+ */
+export async function noteDefaultIsolation(db: DataSource): Promise<boolean> {
+  const rows = await sqlRows<{ level: string }>(
+    db.manager,
+    "SELECT current_setting('default_transaction_isolation') AS level",
+  );
+  const readCommitted = rows[0]?.level === 'read committed';
+  if (readCommitted) READ_COMMITTED_BY_DEFAULT.add(db);
+  else READ_COMMITTED_BY_DEFAULT.delete(db);
+  return readCommitted;
+}
+
 /**
  * The one way to open a transaction: READ COMMITTED, retried (with jitter) on deadlock or
  * serialization failure up to `TRANSACTION_ATTEMPTS` times. On the embedded database (one
@@ -31,14 +56,17 @@ export type TransactionWork<T> = (m: EntityManager) => Promise<T>;
 export async function transaction<T>(db: DataSource, work: TransactionWork<T>): Promise<T> {
   return retried(async () => {
     const effects: (() => void)[] = [];
-    const result = await db.transaction('READ COMMITTED', async (m) => {
+    const body = async (m: EntityManager): Promise<T> => {
       AFTER_COMMIT.set(m, effects);
       try {
         return await work(m);
       } finally {
         AFTER_COMMIT.delete(m);
       }
-    });
+    };
+    const result = READ_COMMITTED_BY_DEFAULT.has(db)
+      ? await db.transaction(body)
+      : await db.transaction('READ COMMITTED', body);
     runAfterCommit(effects);
     return result;
   });

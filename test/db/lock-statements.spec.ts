@@ -1,6 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { DataSource } from 'typeorm';
-import { PostgresQueryRunner } from 'typeorm/driver/postgres/PostgresQueryRunner';
 import { SecurityEvent } from '../../src/audit/security-event';
 import { Principal } from '../../src/common/principal';
 import { DomainError } from '../../src/common/errors';
@@ -11,30 +10,12 @@ import { UsedSignatureRepository } from '../../src/s3compat/used-signature.repos
 import { MemoryBlobStore } from '../../src/storage/memory-blob.store';
 import { DATABASE_KIND, ON_POSTGRES, onTestDatabase, TestDatabase } from '../support/database';
 import { ALICE, BOB, buildServices, failure, Services } from '../support/services';
+import { statementsOf } from '../support/statements';
 
 const info = (id: string): Buffer =>
   Buffer.from(
     `{"ID":"${id}","Operation":"OperationTypeApply","Info":"","Who":"w@h","Version":"1.11.4","Created":"2026-11-30T00:00:00.000000000Z","Path":""}`,
   );
-
-/** Every statement sent to the database (transaction control included) while `work` runs. */
-async function statementsOf(work: () => Promise<unknown>): Promise<string[]> {
-  const sent: string[] = [];
-  const original = PostgresQueryRunner.prototype.query;
-  const spy = jest.spyOn(PostgresQueryRunner.prototype, 'query').mockImplementation(function (
-    this: PostgresQueryRunner,
-    ...args
-  ) {
-    sent.push(String(args[0]));
-    return original.apply(this, args);
-  });
-  try {
-    await work();
-  } finally {
-    spy.mockRestore();
-  }
-  return sent;
-}
 
 describe(`LOCK and UNLOCK as one statement each (${DATABASE_KIND})`, () => {
   let db: TestDatabase;

@@ -1,8 +1,14 @@
 import { Logger } from '@nestjs/common';
 import { DataSource, EntityManager } from 'typeorm';
 import { SecurityEvent } from '../../src/audit/security-event';
-import { afterCommit, transaction, TRANSACTION_ATTEMPTS } from '../../src/database/transaction';
+import {
+  afterCommit,
+  noteDefaultIsolation,
+  transaction,
+  TRANSACTION_ATTEMPTS,
+} from '../../src/database/transaction';
 import { MemoryBlobStore } from '../../src/storage/memory-blob.store';
+import { statementsOf } from '../support/statements';
 import { ON_POSTGRES, openTestDatabase, TestDatabase } from '../support/database';
 import { ADMIN, ALICE, body, buildServices, tfState } from '../support/services';
 
@@ -22,13 +28,19 @@ function injectFailures(
   restore: () => void;
 } {
   const original = ds.transaction;
+  const call = original.bind(ds) as (...args: unknown[]) => Promise<unknown>;
   let attempts = 0;
-  ds.transaction = ((isolation: unknown, work: (m: EntityManager) => Promise<unknown>) =>
-    original.call(ds, isolation as 'READ COMMITTED', async (m: EntityManager) => {
+  // Called with an isolation level and the work, or with the work alone (see noteDefaultIsolation).
+  const replaced = (...args: unknown[]) => {
+    const work = args[args.length - 1] as (m: EntityManager) => Promise<unknown>;
+    const failing = async (m: EntityManager) => {
       const result = await work(m);
       if (fail(++attempts)) throw serializationFailure();
       return result;
-    })) as DataSource['transaction'];
+    };
+    return call(...args.slice(0, -1), failing);
+  };
+  Object.assign(ds, { transaction: replaced });
   return { attempts: () => attempts, restore: () => (ds.transaction = original) };
 }
 
@@ -50,6 +62,45 @@ describe('the transaction kernel: retried on deadlock and serialization failure,
   afterAll(async () => {
     await db.close();
   });
+
+  const levelInside = (ds: DataSource) =>
+    transaction(ds, async (m) => {
+      const rows = await m.query<{ transaction_isolation: string }[]>('SHOW transaction_isolation');
+      return rows[0].transaction_isolation;
+    });
+
+  /** The level a transaction ran at, and the statements it sent (transaction control included). */
+  async function oneTransaction(): Promise<{ level: string; sent: string[] }> {
+    let level = '';
+    const sent = await statementsOf(async () => (level = await levelInside(db.dataSource)));
+    return { level, sent };
+  }
+
+  it('where sessions begin READ COMMITTED (checked once), a transaction sends no SET TRANSACTION and still runs READ COMMITTED', async () => {
+    expect(await noteDefaultIsolation(db.dataSource)).toBe(true);
+    const { level, sent } = await oneTransaction();
+    expect(level).toBe('read committed');
+    expect(sent.filter((q) => /SET TRANSACTION/i.test(q))).toEqual([]);
+    expect(sent).toHaveLength(3); // START TRANSACTION, the SHOW, COMMIT
+  });
+
+  (ON_POSTGRES ? it.skip : it)(
+    'where sessions begin at another level, every transaction sets READ COMMITTED itself (embedded: its one session)',
+    async () => {
+      await db.dataSource.query("SET default_transaction_isolation = 'repeatable read'");
+      try {
+        expect(await noteDefaultIsolation(db.dataSource)).toBe(false);
+        const { level, sent } = await oneTransaction();
+        expect(level).toBe('read committed');
+        expect(
+          sent.filter((q) => /SET TRANSACTION ISOLATION LEVEL READ COMMITTED/.test(q)),
+        ).toHaveLength(1);
+      } finally {
+        await db.dataSource.query('RESET default_transaction_isolation');
+        await noteDefaultIsolation(db.dataSource);
+      }
+    },
+  );
 
   it('a failed attempt is rolled back and the body runs again: what it wrote is there once', async () => {
     const k = key();
