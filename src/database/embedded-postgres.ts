@@ -12,6 +12,7 @@ import {
 import { dirname, join } from 'node:path';
 import { DataDirLock } from './data-dir-lock';
 import { PgliteBridge } from './pglite-bridge';
+import { precompiledPglite } from './pglite-precompile';
 import { DEFAULT_SNAPSHOT_DIR, snapshotFile } from './pglite-snapshot';
 import { SnapshotUnpackError, unpackSnapshot } from './snapshot-unpack';
 
@@ -58,7 +59,11 @@ export class EmbeddedPostgres {
       const origin = existsSync(join(pgDir, 'PG_VERSION'))
         ? 'existing'
         : await createCluster(pgDir, options.snapshotDir ?? DEFAULT_SNAPSHOT_DIR);
-      const db = await PGlite.create({ dataDir: pgDir });
+      const pgliteWasmModule = await precompiledPglite();
+      const db = await PGlite.create({
+        dataDir: pgDir,
+        ...(pgliteWasmModule && { pgliteWasmModule }),
+      });
       const server = new PgliteBridge(db, socketPath);
       await server.start();
       return new EmbeddedPostgres(db, server, socketDir, dirLock, origin);
