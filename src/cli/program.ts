@@ -10,6 +10,7 @@ import { registerRbacCommands } from './commands/rbac';
 import { registerTokenCommands } from './commands/token';
 import { registerUnitCommands } from './commands/unit';
 import { packageVersion } from '../common/version';
+import { precompilePglite } from '../database/pglite-precompile';
 
 /**
  * The `statehouse` command: the server (`serve`, `migrate`, `openapi`) and the client commands
@@ -35,6 +36,8 @@ export function buildCli(): Command {
     .description('start the server (settings from the environment; see the README)')
     .action(async () => {
       const config = loadConfig();
+      // Compiled in the background while the server's modules load (see precompilePglite).
+      if (!config.databaseUrl) precompilePglite();
       const { serve } = await import('../server');
       // serve takes SIGTERM over in its first step (synchronously): no moment without a handler.
       process.off('SIGTERM', sigtermBeforeDone);

@@ -36,6 +36,12 @@ export const DATABASE_ERROR_OBSERVER = Symbol('DATABASE_ERROR_OBSERVER');
 
 /** How often the embedded database's statistics are refreshed (it has no autovacuum). */
 const EMBEDDED_ANALYZE_EVERY_MS = 15 * 60_000;
+/**
+ * The first refresh, after the start rather than in it: ANALYZE takes ~0.5 s on the one
+ * connection, and the statistics of the last refresh are still in the data dir (a new one has
+ * empty tables, nothing to learn from).
+ */
+const EMBEDDED_FIRST_ANALYZE_MS = 60_000;
 
 /** Owns the database connection for the life of the process. */
 @Injectable()
@@ -98,8 +104,11 @@ export class DatabaseHandle implements OnApplicationShutdown {
       }
       if (this.embedded) {
         // PGlite runs no autovacuum: without statistics the planner guesses, sometimes badly.
-        await this.analyze();
-        this.analyzeTimer = setInterval(() => void this.analyze(), EMBEDDED_ANALYZE_EVERY_MS);
+        this.analyzeTimer = setTimeout(() => {
+          void this.analyze();
+          this.analyzeTimer = setInterval(() => void this.analyze(), EMBEDDED_ANALYZE_EVERY_MS);
+          this.analyzeTimer.unref();
+        }, EMBEDDED_FIRST_ANALYZE_MS);
         this.analyzeTimer.unref();
       }
       return this.dataSource;

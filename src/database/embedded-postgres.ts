@@ -12,7 +12,9 @@ import {
 import { dirname, join } from 'node:path';
 import { DataDirLock } from './data-dir-lock';
 import { PgliteBridge } from './pglite-bridge';
+import { precompiledPglite } from './pglite-precompile';
 import { DEFAULT_SNAPSHOT_DIR, snapshotFile } from './pglite-snapshot';
+import { SnapshotUnpackError, unpackSnapshot } from './snapshot-unpack';
 
 /** The port number only names the socket file (`.s.PGSQL.<port>`); nothing listens on TCP. */
 export const EMBEDDED_SOCKET_PORT = 5432;
@@ -57,7 +59,11 @@ export class EmbeddedPostgres {
       const origin = existsSync(join(pgDir, 'PG_VERSION'))
         ? 'existing'
         : await createCluster(pgDir, options.snapshotDir ?? DEFAULT_SNAPSHOT_DIR);
-      const db = await PGlite.create({ dataDir: pgDir });
+      const pgliteWasmModule = await precompiledPglite();
+      const db = await PGlite.create({
+        dataDir: pgDir,
+        ...(pgliteWasmModule && { pgliteWasmModule }),
+      });
       const server = new PgliteBridge(db, socketPath);
       await server.start();
       return new EmbeddedPostgres(db, server, socketDir, dirLock, origin);
@@ -85,7 +91,8 @@ export class EmbeddedPostgres {
 /**
  * Makes a new, empty cluster at `pgDir` (the migrations run afterwards, as on any start): loaded
  * from the build's snapshot of a freshly initialised cluster when there is one for this PGlite
- * (about a second), else by initdb (several). Either way it is made in a directory beside
+ * (unpacked here, a fraction of a second), else — or when the snapshot is damaged — by initdb
+ * (several seconds). Either way it is made in a directory beside
  * `pgDir` and renamed into place, so `PG_VERSION` in `pgDir` means complete: a crash half-way
  * leaves only that directory, which the next start removes before it begins again.
  *
@@ -109,32 +116,41 @@ async function createCluster(pgDir: string, snapshotDir: string): Promise<Embedd
   // Without PG_VERSION no PostgreSQL opens it: what is there was left by an initdb that stopped.
   rmSync(pgDir, { recursive: true, force: true });
   const snapshot = snapshotFile(snapshotDir);
-  const origin = existsSync(snapshot) ? 'snapshot' : 'initdb';
+  if (existsSync(snapshot)) {
+    const creating = mkdtempSync(join(parent, CREATING_PREFIX));
+    try {
+      unpackSnapshot(snapshot, creating);
+      renameSync(creating, pgDir);
+      return 'snapshot';
+    } catch (e) {
+      // A damaged snapshot costs the start its speed, not the database: initdb makes it.
+      if (!(e instanceof SnapshotUnpackError)) throw e;
+      process.emitWarning(`${e.message}; making the embedded database by initdb instead`);
+    } finally {
+      rmSync(creating, { recursive: true, force: true });
+    }
+  }
   const creating = mkdtempSync(join(parent, CREATING_PREFIX));
   try {
-    await createInChildProcess(creating, origin === 'snapshot' ? snapshot : undefined);
+    await initdbInChildProcess(creating);
     renameSync(creating, pgDir);
   } finally {
     rmSync(creating, { recursive: true, force: true });
   }
-  return origin;
+  return 'initdb';
 }
 
 /**
  * initdb grows PGlite's WebAssembly memory by ~500 MiB, and WebAssembly memory never shrinks: it
- * runs in a short-lived child process. So does loading the snapshot: in this process it raised
- * the server's peak RSS from ~430 MiB to 480–650 MiB (the instance that loaded, closed but not
- * yet collected, beside the one that opens the data dir), against a child's ~400 MiB of its own
- * that is gone before the server opens the database.
+ * runs in a short-lived child process. (The snapshot needs no PGlite to be loaded: it is
+ * unpacked in this process, see `unpackSnapshot`.)
  */
-function createInChildProcess(dir: string, snapshot?: string): Promise<void> {
+function initdbInChildProcess(dir: string): Promise<void> {
   const script =
     'const { PGlite } = require(process.argv[1]);' +
-    'const [dataDir, snapshot] = process.argv.slice(2);' +
-    'const loadDataDir = snapshot ? new Blob([require("fs").readFileSync(snapshot)]) : undefined;' +
-    'PGlite.create({ dataDir, loadDataDir }).then((db) => db.close())' +
+    'PGlite.create({ dataDir: process.argv[2] }).then((db) => db.close())' +
     '.catch((e) => { console.error(e); process.exit(1); });';
-  const args = [require.resolve('@electric-sql/pglite'), dir, ...(snapshot ? [snapshot] : [])];
+  const args = [require.resolve('@electric-sql/pglite'), dir];
   return new Promise((resolve, reject) => {
     execFile(process.execPath, ['-e', script, ...args], (err, _stdout, stderr) =>
       err

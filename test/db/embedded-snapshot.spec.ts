@@ -5,7 +5,9 @@ import {
   mkdirSync,
   mkdtempSync,
   readdirSync,
+  readFileSync,
   rmSync,
+  statSync,
   writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -74,6 +76,35 @@ async function migrateAndUse(socketDir: string): Promise<{ applied: number; read
         applied: MIGRATIONS.length,
         read: 'kept',
       });
+    } finally {
+      await host.stop();
+    }
+  });
+
+  it('a damaged snapshot is not half loaded: initdb makes the cluster, nothing else is left', async () => {
+    const snapshots = tempDir();
+    const [current] = readdirSync(SNAPSHOTS).filter((n) => n.endsWith('.tar.gz'));
+    const whole = readFileSync(join(SNAPSHOTS, current));
+    writeFileSync(join(snapshots, current), whole.subarray(0, Math.floor(whole.length / 2)));
+    const dir = tempDir();
+    const host = await hostEmbedded(dir, snapshots);
+    try {
+      expect(host.origin).toBe('initdb');
+      expect(readdirSync(dir).filter((n) => n.startsWith('pg.'))).toEqual([]);
+      expect((await migrateAndUse(host.socketDir)).read).toBe('kept');
+    } finally {
+      await host.stop();
+    }
+  });
+
+  it('the cluster unpacked from the snapshot is readable by its owner only', async () => {
+    const dir = tempDir();
+    const host = await hostEmbedded(dir);
+    try {
+      expect(host.origin).toBe('snapshot');
+      expect(statSync(join(dir, 'pg')).mode & 0o077).toBe(0);
+      expect(statSync(join(dir, 'pg', 'base')).mode & 0o077).toBe(0);
+      expect(statSync(join(dir, 'pg', 'PG_VERSION')).mode & 0o077).toBe(0);
     } finally {
       await host.stop();
     }
