@@ -25,6 +25,8 @@ const MAX_CACHED = 10_000;
 export class CredentialRevocations {
   private readonly known = new Map<string, boolean>();
   private generation = 0;
+  /** Other caches of credential state that must be dropped with these answers (`follow`). */
+  private readonly followers: (() => void)[] = [];
 
   constructor(
     @Inject(APP_CONFIG) private readonly config: AppConfig,
@@ -32,6 +34,28 @@ export class CredentialRevocations {
     private readonly notifications: RbacCache,
   ) {
     notifications.watch(REVOCATIONS_CHANNEL, () => this.drop());
+  }
+
+  /** Whether answers may be kept at all: only while every replica's revocation reaches us. */
+  get cachingAllowed(): boolean {
+    return this.notifications.enabled;
+  }
+
+  /**
+   * Changes with every revocation heard of (here or by NOTIFY) and every loss of the channel.
+   * Read it before a database read and keep what was read only if it has not changed since.
+   */
+  get changes(): number {
+    return this.generation;
+  }
+
+  /**
+   * Keeps another cache of credential state (the API tokens' rows) exactly like these answers:
+   * `drop` runs on every revocation this replica makes or hears of, and whenever the NOTIFY
+   * connection is lost or comes back.
+   */
+  follow(drop: () => void): void {
+    this.followers.push(drop);
   }
 
   async isRevoked(parent: CredentialParent): Promise<boolean> {
@@ -74,5 +98,6 @@ export class CredentialRevocations {
   private drop(): void {
     this.generation++;
     this.known.clear();
+    for (const drop of this.followers) drop();
   }
 }

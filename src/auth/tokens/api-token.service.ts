@@ -4,7 +4,7 @@ import { AuditService } from '../../audit/audit.service';
 import { DomainError } from '../../common/errors';
 import { AuthorizationService } from '../../rbac/authorization.service';
 import { CredentialVerifier } from '../credential-verifier';
-import { ApiTokenRow, IdentityRepository } from '../identity.repository';
+import { ApiTokenRow, ApiTokenWithLogin, IdentityRepository } from '../identity.repository';
 import { BOOTSTRAP_ADMIN, Principal } from '../../common/principal';
 import { epochSeconds } from '../revocation/credential-parent';
 import { CredentialRevocations } from '../revocation/credential-revocations.service';
@@ -16,6 +16,14 @@ export const API_TOKEN_PREFIX = 'sht_';
 /** How often a token's last use is written (identity.repository.ts's touchApiToken agrees). */
 const TOUCH_EVERY_MS = 60_000;
 const SERVICE_SUBJECT = /^svc:[a-z0-9][a-z0-9._-]{0,62}$/;
+/** At most this many service tokens' rows are kept (then all are dropped and read again). */
+const MAX_KEPT = 10_000;
+
+/** A service token's row kept between uses, and when this process last wrote its use. */
+interface KeptToken {
+  row: ApiTokenWithLogin;
+  lastUsedMs: number | undefined;
+}
 
 export interface ApiTokenInfo {
   id: string;
@@ -54,12 +62,23 @@ function info(row: ApiTokenRow): ApiTokenInfo {
  */
 @Injectable()
 export class ApiTokenService implements CredentialVerifier {
+  /**
+   * The rows of `svc:` tokens in use, by hash, so that a request costs no lookup: dropped with
+   * the revocation answers (`CredentialRevocations.follow`) — on every replica by the NOTIFY a
+   * revocation sends, and while that channel is down nothing is kept. The expiry is checked on
+   * every use. A person's token is read every time: it carries their groups from their latest
+   * login, which changes without a NOTIFY.
+   */
+  private readonly kept = new Map<string, KeptToken>();
+
   constructor(
     private readonly repo: IdentityRepository,
     private readonly authz: AuthorizationService,
     private readonly audit: AuditService,
     private readonly revocations: CredentialRevocations,
-  ) {}
+  ) {
+    revocations.follow(() => this.kept.clear());
+  }
 
   async create(
     principal: Principal,
@@ -136,18 +155,36 @@ export class ApiTokenService implements CredentialVerifier {
 
   async verify(secret: string): Promise<Principal | null> {
     if (!secret.startsWith(API_TOKEN_PREFIX)) return null;
-    const row = await this.repo.findApiTokenByHash(sha256Hex(secret));
-    if (!row) throw refused('unknown token');
-    if (row.revoked_at) throw refused('it was revoked');
+    const hash = sha256Hex(secret);
+    const allowed = this.revocations.cachingAllowed;
+    let kept = allowed ? this.kept.get(hash) : undefined;
+    const reused = kept !== undefined;
+    if (!kept) {
+      const changes = this.revocations.changes;
+      const row = await this.repo.findApiTokenByHash(hash);
+      if (!row) throw refused('unknown token');
+      if (row.revoked_at) throw refused('it was revoked');
+      kept = {
+        row,
+        lastUsedMs: row.last_used_at ? new Date(row.last_used_at).getTime() : undefined,
+      };
+      // Kept only if no revocation was heard of while it was read (it may be this one's).
+      if (allowed && row.subject.startsWith('svc:') && changes === this.revocations.changes) {
+        if (this.kept.size >= MAX_KEPT) this.kept.clear();
+        this.kept.set(hash, kept);
+      }
+    }
+    const row = kept.row;
     if (row.expires_at && new Date(row.expires_at).getTime() <= Date.now()) {
+      this.kept.delete(hash);
       throw refused('it has expired');
     }
-    tokenVerifications.api_token.verified++;
+    tokenVerifications.api_token[reused ? 'reused' : 'verified']++;
     // Last use is kept to the minute (the UPDATE itself refuses anything finer): a token used
     // again within it costs no write, which on the embedded database would also end what the
     // state reads keep in memory.
-    const lastUsed = row.last_used_at ? new Date(row.last_used_at).getTime() : undefined;
-    if (lastUsed === undefined || Date.now() - lastUsed >= TOUCH_EVERY_MS) {
+    if (kept.lastUsedMs === undefined || Date.now() - kept.lastUsedMs >= TOUCH_EVERY_MS) {
+      kept.lastUsedMs = Date.now();
       await this.repo.touchApiToken(row.id);
     }
     const identity: Identity = { subject: row.subject };
