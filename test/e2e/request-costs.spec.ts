@@ -171,7 +171,7 @@ describe(`what a request costs: statements, token verifications, log lines (${DA
      *     (DELETE the stale, UPDATE the recorded outputs), COMMIT;
      *  plus the version's audit row in the same transaction (kind "audit", not counted here).
      */
-    const perWrite = ON_POSTGRES ? 14 : 13;
+    const perWrite = ON_POSTGRES ? 13 : 12;
     expect(after.other - before.other).toBeLessThanOrEqual(perWrite * writes);
     expect(after.audit - before.audit).toBeGreaterThanOrEqual(writes);
   });
