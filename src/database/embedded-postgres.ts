@@ -1,3 +1,4 @@
+import { Logger } from '@nestjs/common';
 import { PGlite } from '@electric-sql/pglite';
 import { execFile } from 'node:child_process';
 import {
@@ -125,7 +126,7 @@ async function createCluster(pgDir: string, snapshotDir: string): Promise<Embedd
     } catch (e) {
       // A damaged snapshot costs the start its speed, not the database: initdb makes it.
       if (!(e instanceof SnapshotUnpackError)) throw e;
-      process.emitWarning(`${e.message}; making the embedded database by initdb instead`);
+      new Logger('database').warn(`${e.message}; making the embedded database by initdb instead`);
     } finally {
       rmSync(creating, { recursive: true, force: true });
     }
