@@ -4,7 +4,6 @@ import { NestFactory } from '@nestjs/core';
 import { NestExpressApplication } from '@nestjs/platform-express';
 import { SwaggerModule } from '@nestjs/swagger';
 import { NextFunction, Request, Response } from 'express';
-import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createServer as createHttpServer, RequestListener, Server } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
@@ -15,7 +14,7 @@ import { RequestTracker, SIGNAL_EXIT_STATUS, StopSignal } from './common/gracefu
 import { useHttpHygiene } from './http-hygiene';
 import { refuseWhileStopping, StopState } from './health/stopping';
 import { AppLogger } from './logging/log-output';
-import { RequestContext, runWithRequestContext, startRequestLine } from './common/request-context';
+import { beginRequest, runWithRequestContext } from './common/request-context';
 import { RequestTextPipe } from './common/request-text.pipe';
 import { printHeldNotices, StartAborted, StartupError } from './common/startup';
 import { Standby, waitForMigrations } from './database/schema-wait';
@@ -26,8 +25,7 @@ import { rejectMalformedS3Path, s3RootListener } from './s3compat/s3-listener';
 import { S3_PREFIX } from './s3compat/s3-request';
 import { MetricsService } from './metrics/metrics.service';
 import { requestMetrics } from './monitoring/request-metrics';
-
-const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+import { withLeanRoutes } from './lean-routes';
 
 /** Builds the application (not listening yet). Tests call this too. */
 export async function createApp(
@@ -45,14 +43,8 @@ export async function createApp(
   app.disable('x-powered-by');
   app.set('trust proxy', config.trustedProxies.length > 0 ? config.trustedProxies : false);
 
-  app.use((req: Request & { id?: string }, res: Response, next: NextFunction) => {
-    const incoming = req.headers['x-request-id'];
-    const id = typeof incoming === 'string' && REQUEST_ID.test(incoming) ? incoming : randomUUID();
-    req.id = id;
-    res.setHeader('X-Request-Id', id);
-    const ctx: RequestContext = { requestId: id, clientIp: req.ip };
-    startRequestLine(req, ctx);
-    runWithRequestContext(ctx, next);
+  app.use((req: Request, res: Response, next: NextFunction) => {
+    runWithRequestContext(beginRequest(req, res, req.ip), next);
   });
   app.use(requestMetrics(app.get(MetricsService)));
   useHttpHygiene(app, config.corsOrigins);
@@ -66,10 +58,19 @@ export async function createApp(
   SwaggerModule.setup('docs', app, () => buildOpenApi(app), {
     jsonDocumentUrl: 'docs/openapi.json',
   });
+  // The hot routes below Express, on this listener and on the S3 door's own (`s3DoorServer`).
+  const listener = withLeanRoutes(app, config);
+  const server: Server = app.getHttpServer();
+  server.removeListener('request', app.getHttpAdapter().getInstance() as RequestListener);
+  server.on('request', listener);
+  LISTENERS.set(app, listener);
   return app;
 }
 
 type TlsFiles = { cert: Buffer; key: Buffer };
+
+/** Each application's request listener: Express with the lean routes in front. */
+const LISTENERS = new WeakMap<NestExpressApplication, RequestListener>();
 
 function readTlsFiles(tls: { certFile: string; keyFile: string }): TlsFiles {
   const read = (setting: string, file: string): Buffer => {
@@ -158,7 +159,7 @@ export async function startServer(
 
 /** The S3 door's own listener: the same application, reached only through the S3 door. */
 function s3DoorServer(app: NestExpressApplication, tlsFiles: TlsFiles | undefined): Server {
-  const handler = s3RootListener(app.getHttpAdapter().getInstance() as RequestListener);
+  const handler = s3RootListener(LISTENERS.get(app) as RequestListener);
   return tlsFiles ? createHttpsServer(tlsFiles, handler) : createHttpServer(handler);
 }
 

@@ -1,5 +1,7 @@
 import { SetMetadata } from '@nestjs/common';
 import { AsyncLocalStorage } from 'node:async_hooks';
+import { randomUUID } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 
 import type { Door } from './door';
 
@@ -40,6 +42,28 @@ export function requestLineOf(req: object): RequestLine | undefined {
 }
 
 const storage = new AsyncLocalStorage<RequestContext>();
+
+/** What a client may send as its request's id (`X-Request-Id`); anything else gets a new one. */
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/**
+ * A request's context as it arrives, before anything reads it: its id (the client's
+ * `X-Request-Id` when well formed, else a random one, echoed back), its client address and the
+ * line it is logged on. The same for every request, whichever path serves it.
+ */
+export function beginRequest(
+  req: IncomingMessage & { id?: unknown },
+  res: ServerResponse,
+  clientIp: string | undefined,
+): RequestContext {
+  const incoming = req.headers['x-request-id'];
+  const id = typeof incoming === 'string' && REQUEST_ID.test(incoming) ? incoming : randomUUID();
+  req.id = id;
+  res.setHeader('X-Request-Id', id);
+  const ctx: RequestContext = { requestId: id, clientIp };
+  startRequestLine(req, ctx);
+  return ctx;
+}
 
 /** Runs `fn` with the request's context available to everything it calls (audit, errors). */
 export function runWithRequestContext<T>(ctx: RequestContext, fn: () => T): T {

@@ -31,7 +31,7 @@ export function redactUrl(url: string | undefined): string | undefined {
 }
 
 /** A request's line as pino-http makes it, with the security event it carries (if any). */
-function withLineAudit(req: IncomingMessage, val: object): object {
+export function withLineAudit(req: IncomingMessage, val: object): object {
   const line = requestLineOf(req);
   if (!line) return val;
   line.written = true;

@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import type { Request } from 'express';
+import type { IncomingMessage } from 'node:http';
 import { AuditService } from '../audit/audit.service';
 import type { Principal } from '../common/principal';
 import { StsService } from '../auth/sts/sts.service';
@@ -32,7 +32,7 @@ export class S3AuthService {
     private readonly audit: AuditService,
   ) {}
 
-  async authenticate(req: Request, target: S3Target): Promise<S3Caller> {
+  async authenticate(req: IncomingMessage, target: S3Target): Promise<S3Caller> {
     try {
       return await this.verify(req, target);
     } catch (e) {
@@ -50,9 +50,9 @@ export class S3AuthService {
     }
   }
 
-  private async verify(req: Request, target: S3Target): Promise<S3Caller> {
+  private async verify(req: IncomingMessage, target: S3Target): Promise<S3Caller> {
     const request: SigV4Request = {
-      method: req.method,
+      method: req.method ?? '',
       rawPath: target.rawPath,
       rawQuery: target.rawQuery,
       headers: describeS3Request(req).lines,

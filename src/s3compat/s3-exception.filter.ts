@@ -1,5 +1,6 @@
 import { ArgumentsHost, Catch, ExceptionFilter, HttpException, Logger } from '@nestjs/common';
 import type { Request, Response } from 'express';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { toDomainError } from '../common/error-mapping';
 import { currentRequestContext } from '../common/request-context';
 import { S3Error, toS3Error } from './s3-errors';
@@ -12,25 +13,42 @@ const logger = new Logger('s3');
 @Catch()
 export class S3ExceptionFilter implements ExceptionFilter {
   catch(exception: unknown, host: ArgumentsHost): void {
-    const res = host.switchToHttp().getResponse<Response>();
-    const req = host.switchToHttp().getRequest<Request>();
-    const requestId = currentRequestContext()?.requestId ?? '';
-    const error = asS3Error(exception, requestId);
-    if (res.headersSent) {
-      res.destroy();
-      return;
-    }
-    const resource = req.originalUrl.split('?')[0];
-    res.status(error.status);
-    res.setHeader('x-amz-request-id', requestId);
-    if (error.code === 'InvalidRange') res.setHeader('Content-Range', 'bytes */*');
-    if (error.status === 503) res.setHeader('Retry-After', String(RETRY_AFTER_SECONDS));
-    if (req.method === 'HEAD') {
-      res.end();
-      return;
-    }
-    res.type('application/xml').send(errorXml(error.code, error.message, resource, requestId));
+    answerS3Error(
+      exception,
+      host.switchToHttp().getRequest<Request>(),
+      host.switchToHttp().getResponse<Response>(),
+    );
   }
+}
+
+/**
+ * Answers an error of the S3 door: the filter's answer, and that of the routes served below
+ * Express (`S3ReadRoute`). A failure after the answer began closes the connection.
+ */
+export function answerS3Error(
+  exception: unknown,
+  req: IncomingMessage & { originalUrl?: string },
+  res: ServerResponse,
+): void {
+  const requestId = currentRequestContext()?.requestId ?? '';
+  const error = asS3Error(exception, requestId);
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  const resource = (req.originalUrl ?? req.url ?? '').split('?')[0];
+  res.statusCode = error.status;
+  res.setHeader('x-amz-request-id', requestId);
+  if (error.code === 'InvalidRange') res.setHeader('Content-Range', 'bytes */*');
+  if (error.status === 503) res.setHeader('Retry-After', String(RETRY_AFTER_SECONDS));
+  if (req.method === 'HEAD') {
+    res.end();
+    return;
+  }
+  const body = errorXml(error.code, error.message, resource, requestId);
+  res.setHeader('Content-Type', 'application/xml; charset=utf-8');
+  res.setHeader('Content-Length', Buffer.byteLength(body));
+  res.end(body);
 }
 
 function asS3Error(exception: unknown, requestId: string): S3Error {

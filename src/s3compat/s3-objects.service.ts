@@ -1,6 +1,7 @@
 import { Inject, Injectable, Logger, OnApplicationBootstrap } from '@nestjs/common';
 import type { Request } from 'express';
 import { createHash } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
 import { DomainError } from '../common/errors';
 import type { Principal } from '../common/principal';
 import { objectKey } from '../common/s3-keys';
@@ -185,7 +186,7 @@ export class S3ObjectsService implements OnApplicationBootstrap {
   async getObject(
     principal: Principal,
     key: string,
-    req: Request,
+    req: IncomingMessage,
     headOnly: boolean,
   ): Promise<S3Reply> {
     const { kind, addr } = resolveObject(key, this.config.s3Door.workspacePrefixes);

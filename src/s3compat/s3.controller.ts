@@ -2,11 +2,9 @@ import { All, Controller, Req, Res, UseFilters } from '@nestjs/common';
 import { ApiExcludeController } from '@nestjs/swagger';
 import { RawBody } from '../common/body-parsing';
 import type { Request, Response } from 'express';
-import { pipeline } from 'node:stream/promises';
-import { sendWhole } from '../common/streams';
 import { SelfAuthenticated } from '../common/route-auth';
 import { DomainError } from '../common/errors';
-import { currentRequestContext, ThroughDoor } from '../common/request-context';
+import { ThroughDoor } from '../common/request-context';
 import { S3AuthService, S3Caller } from './s3-auth.service';
 import { ReplayedRequestError, ReplayGuard, ReplayGuardService } from './replay-guard.service';
 import { S3_ERRORS, S3Error, s3CodeOf } from './s3-errors';
@@ -14,7 +12,7 @@ import { S3ExceptionFilter } from './s3-exception.filter';
 import { parseTarget, s3BaseOf, S3Target, UNSUPPORTED_SUB_RESOURCES } from './s3-request';
 import { S3MultipartService } from './s3-multipart.service';
 import { S3ObjectsService } from './s3-objects.service';
-import type { S3Reply } from './s3-replies';
+import { S3Reply, sendS3Reply } from './s3-replies';
 
 /**
  * The S3-compatible door at `/s3/{bucket}/{key…}` (path-style), for Terraform's `backend "s3"`,
@@ -51,7 +49,7 @@ export class S3Controller {
       if (guard && isRefusal(e)) await guard.claimAfterRefusal();
       throw e;
     }
-    await send(res, reply, req.method === 'HEAD');
+    await sendS3Reply(res, reply, req.method === 'HEAD');
   }
 
   private async dispatch(
@@ -150,26 +148,4 @@ function rejectUnsupported(q: Map<string, string>, method: string): void {
 
 function notImplemented(method: string, what: string): S3Error {
   return new S3Error('NotImplemented', `${method} on ${what} is not implemented by this server`);
-}
-
-async function send(res: Response, reply: S3Reply, headOnly: boolean): Promise<void> {
-  res.status(reply.status);
-  res.setHeader('x-amz-request-id', currentRequestContext()?.requestId ?? '');
-  for (const [k, v] of Object.entries(reply.headers ?? {})) res.setHeader(k, v);
-  const body = reply.body;
-  if (headOnly || body === undefined) {
-    if (body !== undefined && typeof body !== 'string' && !Buffer.isBuffer(body)) body.destroy();
-    res.end();
-    return;
-  }
-  if (typeof body === 'string' || Buffer.isBuffer(body)) {
-    res.end(body);
-    return;
-  }
-  if (sendWhole(res, body)) return;
-  try {
-    await pipeline(body, res);
-  } catch {
-    res.destroy(); // a cut connection, never a short body that looks whole
-  }
 }

@@ -6,6 +6,7 @@ import { MultipartRepository } from './multipart.repository';
 import { ReplayGuardService } from './replay-guard.service';
 import { S3AuthService } from './s3-auth.service';
 import { S3Controller } from './s3.controller';
+import { S3ReadRoute } from './s3-read.route';
 import { S3MultipartService } from './s3-multipart.service';
 import { S3ObjectsService } from './s3-objects.service';
 import { UsedSignatureRepository } from './used-signature.repository';
@@ -21,6 +22,8 @@ import { UsedSignatureRepository } from './used-signature.repository';
     BucketRepository,
     ReplayGuardService,
     UsedSignatureRepository,
+    S3ReadRoute,
   ],
+  exports: [S3ReadRoute],
 })
 export class S3Module {}

@@ -1,0 +1,80 @@
+import type { IncomingMessage } from 'node:http';
+import { S3ReadRoute } from '../../src/s3compat/s3-read.route';
+import { markAtRoot } from '../../src/s3compat/s3-request';
+
+/**
+ * Which requests the S3 door's lean read route takes: exactly the plain GetObject and
+ * HeadObject the controller would dispatch to `getObject`; everything else stays with Express.
+ */
+const route = new S3ReadRoute(undefined as never, undefined as never);
+
+function request(
+  method: string,
+  url: string,
+  headers: Record<string, string> = {},
+  atRoot = false,
+) {
+  const req = { method, url, headers } as unknown as IncomingMessage & { originalUrl?: string };
+  if (atRoot) {
+    markAtRoot(req);
+    req.originalUrl = url;
+    req.url = `/s3${url}`;
+  }
+  return req;
+}
+
+const PRESIGNED =
+  'X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Content-Sha256=UNSIGNED-PAYLOAD&X-Amz-Credential=a&X-Amz-Date=b&X-Amz-Expires=900&X-Amz-Signature=c&X-Amz-SignedHeaders=host&x-id=GetObject&X-Amz-Security-Token=d';
+
+describe('S3ReadRoute.accepts', () => {
+  it.each([
+    ['GET', '/s3/tfstate/team/app.tfstate'],
+    ['HEAD', '/s3/tfstate/team/app.tfstate'],
+    ['GET', '/s3/tfstate/team/app.tfstate.tflock'],
+    ['GET', '/s3/tfstate/a%20b/c'],
+    ['GET', '/s3/tfstate/k?x-id=GetObject'],
+  ])('takes %s %s', (method, url) => {
+    expect(route.accepts(request(method, url))).toBe(true);
+  });
+
+  it('takes a presigned GetObject, and one at the root of the S3 listener', () => {
+    expect(route.accepts(request('GET', `/s3/tfstate/k?${PRESIGNED}`))).toBe(true);
+    expect(route.accepts(request('GET', '/tfstate/team/app.tfstate', {}, true))).toBe(true);
+  });
+
+  it.each([
+    ['PUT', '/s3/tfstate/k', 'a write'],
+    ['DELETE', '/s3/tfstate/k', 'a delete'],
+    ['POST', '/s3/tfstate/k?uploads', 'a multipart start'],
+    ['GET', '/s3', 'the service'],
+    ['GET', '/s3/', 'the service'],
+    ['GET', '/s3/tfstate', 'a bucket'],
+    ['GET', '/s3/tfstate/', 'a bucket (empty key)'],
+    ['GET', '/s3//k', 'an empty bucket name'],
+    ['GET', '/s3x/tfstate/k', 'another path'],
+    ['GET', '/v1/backend/a', 'another door'],
+    ['GET', '/S3/tfstate/k', 'the prefix in another case (the router decides)'],
+    ['GET', '/s3/tfstate/k?acl', 'a sub-resource'],
+    ['GET', '/s3/tfstate/k?uploadId=1', 'ListParts'],
+    ['GET', '/s3/tfstate/k?versionId=3', 'a version'],
+    ['GET', '/s3/tfstate/k?response-content-type=text/plain', 'an override'],
+    ['GET', '/s3/tfstate/k?X-Amz-Signature=a&list-type=2', 'a parameter after presigning'],
+    ['GET', '/s3/tfstate/k%ZZ', 'a malformed escape'],
+    ['GET', '/s3/tfstate/%E0%A4', 'bytes that are not UTF-8'],
+  ])('leaves %s %s to the controller (%s)', (method, url) => {
+    expect(route.accepts(request(method, url))).toBe(false);
+  });
+
+  it('leaves a read with a body to the controller', () => {
+    expect(route.accepts(request('GET', '/s3/tfstate/k', { 'content-length': '3' }))).toBe(false);
+    expect(route.accepts(request('GET', '/s3/tfstate/k', { 'transfer-encoding': 'chunked' }))).toBe(
+      false,
+    );
+    expect(route.accepts(request('GET', '/s3/tfstate/k', { 'content-length': '0' }))).toBe(true);
+  });
+
+  it('at the root of the S3 listener, reads the path as received', () => {
+    expect(route.accepts(request('GET', '/tfstate', {}, true))).toBe(false);
+    expect(route.accepts(request('GET', '/s3/tfstate/k', {}, true))).toBe(true); // bucket `s3`
+  });
+});
