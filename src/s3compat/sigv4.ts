@@ -217,6 +217,33 @@ export function deriveSigningKey(
   return hmacSha256(kService, 'aws4_request');
 }
 
+/**
+ * Signing keys as derived (four HMACs each), kept per secret, date, region and service: a
+ * client signs every request of a day with the same one. Bounded; the oldest goes first. A key
+ * is as secret as the secret it comes from: kept in memory only, never logged.
+ */
+export class SigningKeyCache {
+  private readonly keys = new Map<string, Buffer>();
+
+  constructor(private readonly max: number) {}
+
+  get size(): number {
+    return this.keys.size;
+  }
+
+  get(secretAccessKey: string, date: string, region: string, service: string): Buffer {
+    const id = `${date}\n${region}\n${service}\n${secretAccessKey}`;
+    const kept = this.keys.get(id);
+    if (kept) return kept;
+    const key = deriveSigningKey(secretAccessKey, date, region, service);
+    if (this.keys.size >= this.max) this.keys.delete(this.keys.keys().next().value as string);
+    this.keys.set(id, key);
+    return key;
+  }
+}
+
+const signingKeys = new SigningKeyCache(4096);
+
 export function stringToSign(amzDate: string, scope: string, canonicalRequest: string): string {
   return `${SIGV4_ALGORITHM}\n${amzDate}\n${scope}\n${sha256Hex(canonicalRequest)}`;
 }
@@ -703,7 +730,7 @@ export function verifySigV4(
     );
   }
 
-  const signingKey = deriveSigningKey(secretAccessKey, parsed.date, parsed.region, parsed.service);
+  const signingKey = signingKeys.get(secretAccessKey, parsed.date, parsed.region, parsed.service);
   let matched = false;
   for (const canonical of [parsed.canonicalRequest, ...parsed.alternateCanonicalRequests]) {
     const expected = hmacSha256(signingKey, stringToSign(parsed.amzDate, parsed.scope, canonical));

@@ -19,6 +19,8 @@ import {
 } from './sts-credentials';
 
 const SECRET_PREFIX = 'sts_hmac:';
+/** How many derived secrets `secretFor` keeps (all dropped when full: each is one HMAC). */
+const MAX_DERIVED_SECRETS = 10_000;
 
 /**
  * Issues short-lived S3 credentials and, for the S3 door, turns an access key id and session
@@ -30,6 +32,8 @@ const SECRET_PREFIX = 'sts_hmac:';
 export class StsService implements OnModuleInit {
   private hmacKeys = new Map<string, Buffer>();
   private lastLoad = 0;
+  /** Secret access keys as derived, by access key id, with the key they were derived from. */
+  private readonly derived = new Map<string, { from: Buffer; secret: string }>();
 
   constructor(
     @Inject(APP_CONFIG) private readonly config: AppConfig,
@@ -110,7 +114,14 @@ export class StsService implements OnModuleInit {
       await this.loadKeys(); // a key id another replica generated since we started
       key = this.hmacKeys.get(parsed.kid);
     }
-    return key ? deriveSecretAccessKey(key, parsed.sessionId) : undefined;
+    if (!key) return undefined;
+    // Derived once per access key (an HMAC), while its key id keeps the same key.
+    const kept = this.derived.get(accessKey);
+    if (kept?.from === key) return kept.secret;
+    const secret = deriveSecretAccessKey(key, parsed.sessionId);
+    if (this.derived.size >= MAX_DERIVED_SECRETS) this.derived.clear();
+    this.derived.set(accessKey, { from: key, secret });
+    return secret;
   }
 
   /**
