@@ -2,6 +2,7 @@ import { NotFoundException } from '@nestjs/common';
 import type { NestExpressApplication } from '@nestjs/platform-express';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import helmet from 'helmet';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { S3_PREFIX } from './s3compat/s3-request';
 import { corsAnswer } from './common/cors';
 import { DomainError } from './common/errors';
@@ -58,6 +59,11 @@ const jsonHeaders = helmet({
     directives: { defaultSrc: NONE, baseUri: NONE, formAction: NONE, frameAncestors: NONE },
   },
 });
+
+/** The HTTP backend's headers, for its route served below Express (`withLeanRoutes`). */
+export function setBackendHeaders(req: IncomingMessage, res: ServerResponse): void {
+  jsonHeaders(req, res, () => undefined);
+}
 
 /**
  * Swagger UI's page: its scripts and styles from this server only ('unsafe-inline' styles: the

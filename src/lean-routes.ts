@@ -10,6 +10,8 @@ import { requestLineWriter, RequestLineWriter } from './logging/request-line';
 import { doorLabel, statusIndex } from './metrics/metric-labels';
 import { MetricsService } from './metrics/metrics.service';
 import { S3ReadRoute } from './s3compat/s3-read.route';
+import { BackendReadRoute } from './backend/backend-read.route';
+import { setBackendHeaders } from './http-hygiene';
 
 /** What a lean route gets of the request pipeline that Express runs for every other route. */
 interface Pipeline {
@@ -23,8 +25,8 @@ interface Pipeline {
  * The application's request listener with its hot routes (`LeanRoute`) served below Express.
  * Such a request gets what Express's chain gives every request that reaches those routes, in
  * the same order — its context (request id, client address after STATEHOUSE_TRUSTED_PROXIES,
- * door), its metrics, its one log line — and nothing the chain does for other routes (the S3
- * door gets no security headers, no CORS, no body parsing). While the server stops, every
+ * door), the answer headers of its area, its metrics, its one log line — and nothing the chain
+ * does for other routes (no CORS, no body parsing). While the server stops, every
  * request goes to Express, which refuses it.
  */
 export function withLeanRoutes(app: NestExpressApplication, config: AppConfig): RequestListener {
@@ -38,7 +40,7 @@ export function withLeanRoutes(app: NestExpressApplication, config: AppConfig): 
     line: requestLineWriter(config),
     clientIp: (req) => proxyAddr(req, trust),
   };
-  const routes: readonly LeanRoute[] = [app.get(S3ReadRoute)];
+  const routes: readonly LeanRoute[] = [app.get(S3ReadRoute), app.get(BackendReadRoute)];
   return (req, res) => {
     const route = pipeline.stop.stopping ? undefined : routes.find((r) => r.accepts(req));
     if (route === undefined) {
@@ -53,6 +55,8 @@ function serveLean(route: LeanRoute, p: Pipeline, req: IncomingMessage, res: Ser
   const startedAt = Date.now();
   const started = performance.now();
   const ctx = beginRequest(req, res, p.clientIp(req));
+  // The HTTP backend's answers carry the JSON API's headers (`useHttpHygiene`); the S3 door's none.
+  if (route.door === 'http') setBackendHeaders(req, res);
   ctx.door = route.door;
   // As `requestMetrics`: on 'finish', or on 'close' alone when the connection went first.
   let observed = false;

@@ -33,34 +33,29 @@ export function presentedSecret(
 }
 
 /**
- * Deny by default: every route needs a principal unless it is marked `@Public()`. The
- * verifiers are asked in turn; the first that recognises the secret decides.
+ * Who a request's `Authorization` header names, for the routes that are not self-authenticated:
+ * the global guard's decision, and that of the routes served below the router (`LeanRoute`).
+ * The verifiers are asked in turn; the first that recognises the secret decides. A refusal is
+ * audited (never with the secret); a request that presents nothing is only counted.
  */
 @Injectable()
-export class AuthGuard implements CanActivate {
+export class RequestAuthenticator {
   constructor(
-    private readonly reflector: Reflector,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     @Inject(CREDENTIAL_VERIFIERS) private readonly verifiers: CredentialVerifier[],
     private readonly audit: AuditService,
     @Optional() private readonly metrics?: MetricsService,
   ) {}
 
-  async canActivate(context: ExecutionContext): Promise<boolean> {
-    const targets = [context.getHandler(), context.getClass()];
-    // The route is known from here on: every audit event of the request names its door.
-    const door = this.reflector.getAllAndOverride<Door>(DOOR_KEY, targets) ?? 'api';
-    setRequestDoor(door);
-    if (this.reflector.getAllAndOverride<boolean>(IS_PUBLIC, targets)) return true;
-    if (this.reflector.getAllAndOverride<boolean>(SELF_AUTHENTICATED, targets)) return true;
-    const req = context.switchToHttp().getRequest<Request & { [PRINCIPAL_KEY]?: Principal }>();
+  async principalOf(
+    authorization: string | undefined,
+    door: Door,
+    allowBasic: boolean,
+  ): Promise<Principal> {
     if (this.config.authDisabled) {
-      req[PRINCIPAL_KEY] = { subject: ANONYMOUS_ADMIN, kind: 'bootstrap', via: 'auth-disabled' };
-      return true;
+      return { subject: ANONYMOUS_ADMIN, kind: 'bootstrap', via: 'auth-disabled' };
     }
-    const allowBasic =
-      this.reflector.getAllAndOverride<boolean>(ALLOW_BASIC_AUTH, targets) ?? false;
-    const secret = presentedSecret(req.headers.authorization, allowBasic);
+    const secret = presentedSecret(authorization, allowBasic);
     if (secret === undefined) {
       // Not audited (nothing was presented), but counted.
       this.metrics?.credentialsMissing(door);
@@ -74,10 +69,7 @@ export class AuthGuard implements CanActivate {
     try {
       for (const verifier of this.verifiers) {
         const principal = await verifier.verify(secret);
-        if (principal) {
-          req[PRINCIPAL_KEY] = principal;
-          return true;
-        }
+        if (principal) return principal;
       }
       throw new DomainError('unauthenticated', 'the token is not valid');
     } catch (e) {
@@ -92,5 +84,32 @@ export class AuthGuard implements CanActivate {
       }
       throw e;
     }
+  }
+}
+
+/** Deny by default: every route needs a principal unless it is marked `@Public()`. */
+@Injectable()
+export class AuthGuard implements CanActivate {
+  constructor(
+    private readonly reflector: Reflector,
+    private readonly authenticator: RequestAuthenticator,
+  ) {}
+
+  async canActivate(context: ExecutionContext): Promise<boolean> {
+    const targets = [context.getHandler(), context.getClass()];
+    // The route is known from here on: every audit event of the request names its door.
+    const door = this.reflector.getAllAndOverride<Door>(DOOR_KEY, targets) ?? 'api';
+    setRequestDoor(door);
+    if (this.reflector.getAllAndOverride<boolean>(IS_PUBLIC, targets)) return true;
+    if (this.reflector.getAllAndOverride<boolean>(SELF_AUTHENTICATED, targets)) return true;
+    const req = context.switchToHttp().getRequest<Request & { [PRINCIPAL_KEY]?: Principal }>();
+    const allowBasic =
+      this.reflector.getAllAndOverride<boolean>(ALLOW_BASIC_AUTH, targets) ?? false;
+    req[PRINCIPAL_KEY] = await this.authenticator.principalOf(
+      req.headers.authorization,
+      door,
+      allowBasic,
+    );
+    return true;
   }
 }

@@ -10,7 +10,7 @@ import { APP_GUARD } from '@nestjs/core';
 import { ThrottlerModule } from '@nestjs/throttler';
 import { APP_CONFIG, AppConfig } from '../config/config';
 import { AuthController } from './auth.controller';
-import { AuthGuard } from './auth.guard';
+import { AuthGuard, RequestAuthenticator } from './auth.guard';
 import { BootstrapTokenService } from './bootstrap-token.service';
 import { CREDENTIAL_VERIFIERS, CredentialVerifier } from './credential-verifier';
 import { IdentityRepository } from './identity.repository';
@@ -68,8 +68,9 @@ class AuthDisabledWarning implements OnModuleInit, BeforeApplicationShutdown {
       useFactory: (...verifiers: CredentialVerifier[]) => verifiers,
       inject: [BootstrapTokenService, ApiTokenService, TokenService],
     },
+    RequestAuthenticator,
     { provide: APP_GUARD, useClass: AuthGuard },
   ],
-  exports: [BootstrapTokenService, StsService, TokenService, SigningKeys],
+  exports: [BootstrapTokenService, StsService, TokenService, SigningKeys, RequestAuthenticator],
 })
 export class AuthModule {}

@@ -1,5 +1,6 @@
 import { ArgumentsHost, Catch, ExceptionFilter } from '@nestjs/common';
 import type { Response } from 'express';
+import type { ServerResponse } from 'node:http';
 import { describeError, sendError } from '../common/api-exception.filter';
 import { DomainError } from '../common/errors';
 
@@ -11,14 +12,18 @@ import { DomainError } from '../common/errors';
 @Catch()
 export class BackendExceptionFilter implements ExceptionFilter {
   catch(exception: unknown, host: ArgumentsHost): void {
-    const res = host.switchToHttp().getResponse<Response>();
-    const { status, body, error } = describeError(exception);
-    if (error instanceof DomainError && error.lock) {
-      const lockStatus = error.code === 'lock_conflict' ? 423 : 409;
-      sendError(res, lockStatus, 'application/json', error.lock.infoJson);
-      return;
-    }
-    if (status === 401) res.setHeader('WWW-Authenticate', 'Basic realm="statehouse"');
-    sendError(res, status, 'application/json', JSON.stringify(body));
+    answerBackendError(exception, host.switchToHttp().getResponse<Response>());
   }
+}
+
+/** The answer to an error of the HTTP backend: the filter's, and the lean read route's. */
+export function answerBackendError(exception: unknown, res: ServerResponse): void {
+  const { status, body, error } = describeError(exception);
+  if (error instanceof DomainError && error.lock) {
+    const lockStatus = error.code === 'lock_conflict' ? 423 : 409;
+    sendError(res, lockStatus, 'application/json', error.lock.infoJson);
+    return;
+  }
+  if (status === 401) res.setHeader('WWW-Authenticate', 'Basic realm="statehouse"');
+  sendError(res, status, 'application/json', JSON.stringify(body));
 }

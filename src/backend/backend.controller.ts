@@ -18,10 +18,20 @@ import { BackendExceptionFilter } from './backend-exception.filter';
 
 export const BACKEND_PREFIX = '/v1/backend/';
 
-/** The query of a backend URL, read from the raw URL (`?lock`, `?ID=`, `?workspace=`). */
-function backendQuery(req: Request): URLSearchParams {
-  const q = req.originalUrl.indexOf('?');
-  return new URLSearchParams(q < 0 ? '' : req.originalUrl.slice(q + 1));
+/**
+ * The state a backend URL names and its query (`?lock`, `?ID=`, `?workspace=`), read from the
+ * raw URL. The unit is the part after the prefix the router matched, in whatever case it was
+ * spelled (routes match case-insensitively): the unit part keeps its own spelling.
+ */
+export function backendTarget(url: string): { addr: StateAddress; query: URLSearchParams } {
+  const path = url.toLowerCase().startsWith(BACKEND_PREFIX) ? url.slice(BACKEND_PREFIX.length) : '';
+  const q = url.indexOf('?');
+  const query = new URLSearchParams(q < 0 ? '' : url.slice(q + 1));
+  const addr: StateAddress = {
+    unit: unitNameFromRawPath(path),
+    workspace: assertWorkspace(query.get('workspace') ?? undefined),
+  };
+  return { addr, query };
 }
 
 /**
@@ -49,16 +59,7 @@ export class BackendController {
     @Res() res: Response,
     @CurrentPrincipal() principal: Principal,
   ): Promise<void> {
-    // After the prefix the router matched, in whatever case it was spelled (routes match
-    // case-insensitively): the unit part keeps its own spelling.
-    const path = req.originalUrl.toLowerCase().startsWith(BACKEND_PREFIX)
-      ? req.originalUrl.slice(BACKEND_PREFIX.length)
-      : '';
-    const query = backendQuery(req);
-    const addr: StateAddress = {
-      unit: unitNameFromRawPath(path),
-      workspace: assertWorkspace(query.get('workspace') ?? undefined),
-    };
+    const { addr, query } = backendTarget(req.originalUrl);
     const lockUrl = query.has('lock');
     const method = req.method.toUpperCase();
 

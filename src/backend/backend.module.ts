@@ -1,6 +1,13 @@
 import { Module } from '@nestjs/common';
+import { AuthModule } from '../auth/auth.module';
 import { StateModule } from '../state/state.module';
 import { BackendController } from './backend.controller';
+import { BackendReadRoute } from './backend-read.route';
 
-@Module({ imports: [StateModule], controllers: [BackendController] })
+@Module({
+  imports: [AuthModule, StateModule],
+  controllers: [BackendController],
+  providers: [BackendReadRoute],
+  exports: [BackendReadRoute],
+})
 export class BackendModule {}

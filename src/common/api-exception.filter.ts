@@ -7,6 +7,7 @@ import {
   NotFoundException,
 } from '@nestjs/common';
 import type { Request, Response } from 'express';
+import type { ServerResponse } from 'node:http';
 import { toDomainError } from './error-mapping';
 import { DomainError, httpStatusOf } from './errors';
 import { currentRequestContext } from './request-context';
@@ -103,7 +104,7 @@ export function describeError(e: unknown): {
 
 /** Sends an error unless the answer has already started (then the connection is cut). */
 export function sendError(
-  res: Response,
+  res: ServerResponse,
   status: number,
   contentType: string,
   payload: string,
@@ -118,7 +119,11 @@ export function sendError(
   if (status === 413) res.setHeader('Connection', 'close');
   // Busy (the inspection budget) or a dependency down: worth trying again shortly.
   if (status === 503) res.setHeader('Retry-After', String(RETRY_AFTER_SECONDS));
-  res.status(status).type(contentType).send(payload);
+  // As Express's `res.type(…).send(text)` answers it (no body on HEAD).
+  res.statusCode = status;
+  res.setHeader('Content-Type', `${contentType}; charset=utf-8`);
+  res.setHeader('Content-Length', Buffer.byteLength(payload));
+  res.end(res.req?.method === 'HEAD' ? undefined : payload);
 }
 
 /** The management API's error format: JSON with a stable `code`. */

@@ -1,12 +1,12 @@
-import type { Response } from 'express';
+import type { ServerResponse } from 'node:http';
 import { pipeline } from 'node:stream/promises';
 import { sendWhole } from '../common/streams';
 import type { OpenedState } from './state-types';
 
 /** Streams a stored state as the answer, with its exact length and identity headers. */
-export async function sendState(res: Response, opened: OpenedState): Promise<void> {
+export async function sendState(res: ServerResponse, opened: OpenedState): Promise<void> {
   const { version, body } = opened;
-  res.status(200);
+  res.statusCode = 200;
   res.setHeader('Content-Type', 'application/json');
   res.setHeader('Content-Length', String(version.size));
   res.setHeader('Content-MD5', Buffer.from(version.md5, 'hex').toString('base64'));

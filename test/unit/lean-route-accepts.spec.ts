@@ -1,9 +1,10 @@
 import type { IncomingMessage } from 'node:http';
+import { BackendReadRoute } from '../../src/backend/backend-read.route';
 import { S3ReadRoute } from '../../src/s3compat/s3-read.route';
 import { markAtRoot } from '../../src/s3compat/s3-request';
 
 /**
- * Which requests the S3 door's lean read route takes: exactly the plain GetObject and
+ * Which requests the lean read routes take (src/lean-routes.ts). The S3 door's: exactly the plain GetObject and
  * HeadObject the controller would dispatch to `getObject`; everything else stays with Express.
  */
 const route = new S3ReadRoute(undefined as never, undefined as never);
@@ -76,5 +77,42 @@ describe('S3ReadRoute.accepts', () => {
   it('at the root of the S3 listener, reads the path as received', () => {
     expect(route.accepts(request('GET', '/tfstate', {}, true))).toBe(false);
     expect(route.accepts(request('GET', '/s3/tfstate/k', {}, true))).toBe(true); // bucket `s3`
+  });
+});
+
+describe('BackendReadRoute.accepts', () => {
+  const backend = new BackendReadRoute(undefined as never, undefined as never);
+  const req = (method: string, url: string, headers: Record<string, string> = {}) =>
+    ({ method, url, headers }) as unknown as IncomingMessage;
+
+  it.each([
+    ['/v1/backend/team/net'],
+    ['/v1/backend/team/net?workspace=staging'],
+    ['/v1/backend/a%20b'],
+    ['/v1/backend/'], // refused by the controller's own check (an empty name), answered alike
+  ])('takes GET %s', (url) => {
+    expect(backend.accepts(req('GET', url))).toBe(true);
+  });
+
+  it.each([
+    ['POST', '/v1/backend/team/net'],
+    ['HEAD', '/v1/backend/team/net'],
+    ['LOCK', '/v1/backend/team/net'],
+    ['GET', '/v1/backend/team/net?lock'],
+    ['GET', '/v1/backend/team/net?ID=1'],
+    ['GET', '/v1/backend/team/net?workspace=a&lock'],
+    ['GET', '/V1/Backend/team/net'],
+    ['GET', '/v1/backendx/team'],
+    ['GET', '/v1/units'],
+    ['GET', '/v1/backend/%ZZ'],
+  ])('leaves %s %s to the controller', (method, url) => {
+    expect(backend.accepts(req(method, url))).toBe(false);
+  });
+
+  it('leaves a GET with a body to the controller', () => {
+    expect(backend.accepts(req('GET', '/v1/backend/a', { 'content-length': '2' }))).toBe(false);
+    expect(backend.accepts(req('GET', '/v1/backend/a', { 'transfer-encoding': 'chunked' }))).toBe(
+      false,
+    );
   });
 });
