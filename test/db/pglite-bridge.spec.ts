@@ -59,6 +59,7 @@ describe('PgliteBridge', () => {
     const c = client();
     await c.connect();
     await c.query('CREATE TABLE t (id int PRIMARY KEY, body text)');
+    await c.query('CREATE TABLE other (id int PRIMARY KEY)'); // not watched
     await c.end();
   });
 
@@ -156,7 +157,7 @@ describe('PgliteBridge', () => {
     }
   });
 
-  it('counts what may change data, and only that (what a cached read relies on)', async () => {
+  it('counts what may change a watched table, and only that (what a cached read relies on)', async () => {
     const c = client();
     await c.connect();
     const moved = async (sql: string, values?: unknown[]) => {
@@ -173,10 +174,36 @@ describe('PgliteBridge', () => {
       expect(
         await moved('WITH gone AS (DELETE FROM t RETURNING id) SELECT count(*) FROM gone'),
       ).toBe(1);
-      expect(await moved('SELECT 1 AS x INTO TEMP copied')).toBe(1);
-      expect(await moved('BEGIN')).toBe(1);
+      // Writes to a table that is not watched, parameterized (Parse) or not (Query).
+      expect(await moved('INSERT INTO other VALUES ($1)', [1])).toBe(0);
+      expect(await moved('DELETE FROM other')).toBe(0);
+      expect(await moved('WITH w AS (SELECT id FROM t) INSERT INTO other SELECT id FROM w')).toBe(
+        1,
+      );
+      expect(await moved('SELECT 1 AS x INTO TEMP copied')).toBe(0);
+      expect(await moved('BEGIN')).toBe(0);
       expect(await moved('SELECT 1')).toBe(0);
-      expect(await moved('ROLLBACK')).toBe(1);
+      expect(await moved('ROLLBACK')).toBe(0);
+      expect(await moved('TRUNCATE other')).toBe(1);
+    } finally {
+      await c.end();
+    }
+  });
+
+  it('counts every run of a named statement, even a read: its Parse may have come in an earlier batch', async () => {
+    const c = client();
+    await c.connect();
+    const moved = async (config: { text: string; name?: string; values?: unknown[] }) => {
+      const before = Number(await ask('changes'));
+      await c.query(config);
+      return Number(await ask('changes')) - before;
+    };
+    try {
+      const read = { name: 'read-t', text: 'SELECT count(*) FROM t WHERE id = $1', values: [1] };
+      expect(await moved(read)).toBe(1); // Parse and Bind together
+      expect(await moved(read)).toBe(1); // Bind alone: what it runs is not looked up again
+      // The driver's unnamed statement comes with its Parse every time: judged by its SQL.
+      expect(await moved({ text: 'SELECT $1::int AS n', values: [1] })).toBe(0);
     } finally {
       await c.end();
     }

@@ -73,6 +73,42 @@ describe(`state reads and the current-version cache (${ON_POSTGRES ? 'PostgreSQL
     }
   });
 
+  it('reads stay answered from memory while the audit log stores their events in between, and a write still shows at once (embedded only)', async () => {
+    const name = 'cache/audited';
+    const v1 = tfState(1, 'lineage-a');
+    const v2 = tfState(2, 'lineage-a');
+    await put(name, v1);
+    const auditInserts = async () =>
+      valueOf(
+        parseExposition(await (await apiFetch(server, '/metrics')).text()),
+        'statehouse_database_statements_total',
+        { kind: 'audit' },
+      ) ?? 0;
+    const get = async () => {
+      const r = await apiFetch(server, `${unitPath(name)}/state`);
+      return r.status === 200 ? r.text() : r.status;
+    };
+    expect(await get()).toBe(v1);
+    const before = await cacheCounts();
+    const insertsBefore = await auditInserts();
+    for (let i = 0; i < 50; i++) {
+      // Each read queues a `state.read` event; the queue is stored every 250 ms.
+      await new Promise((r) => setTimeout(r, 100));
+      expect(await get()).toBe(v1);
+    }
+    const { hits, misses } = await cacheSince(before);
+    // The flushes happened between the reads (more than one in three of them had one before).
+    expect((await auditInserts()) - insertsBefore).toBeGreaterThanOrEqual(15);
+    if (ON_POSTGRES) {
+      expect({ hits, misses }).toEqual({ hits: 0, misses: 0 });
+    } else {
+      expect(hits + misses).toBe(50);
+      expect(hits).toBeGreaterThanOrEqual(45);
+    }
+    await put(name, v2);
+    expect(await get()).toBe(v2);
+  });
+
   it('reads with an API token stay answered from memory: recording its use writes once a minute (embedded only)', async () => {
     const name = 'cache/api-token';
     const body = tfState(1, 'lineage-t');
