@@ -10,6 +10,7 @@ const TERMINATE = 0x58; // 'X'
 const QUERY = 0x51; // 'Q'
 const PARSE = 0x50; // 'P'
 const BIND = 0x42; // 'B'
+const SYNC = 0x53; // 'S'
 const FUNCTION_CALL = 0x46; // 'F'
 
 /**
@@ -18,8 +19,10 @@ const FUNCTION_CALL = 0x46; // 'F'
  */
 class ChangeJudge {
   /**
-   * What the unnamed statement does, from the last Parse of it on this connection (yes until
-   * one is seen: a Bind of it with no Parse before would run one parsed out of our sight).
+   * Whether a Bind of the unnamed statement may change a watched table: as judged at its Parse
+   * since the last Sync, else yes. After an error PostgreSQL skips every message up to the next
+   * Sync, so a Bind before that Sync runs what the Parse before it parsed, or nothing; past a
+   * Sync (or a simple query) the unnamed statement may be one whose Parse we did not see run.
    */
   private unnamedChanges = true;
 
@@ -27,7 +30,10 @@ class ChangeJudge {
 
   mayChange(message: Buffer): boolean {
     const type = message[0];
-    if (type === QUERY) return mayChangeWatched(cstring(message, 5), this.watched);
+    if (type === QUERY) {
+      this.unnamedChanges = true;
+      return mayChangeWatched(cstring(message, 5), this.watched);
+    }
     if (type === PARSE) {
       const nameEnd = message.indexOf(0, 5);
       if (nameEnd < 0) return true;
@@ -42,6 +48,7 @@ class ChangeJudge {
       if (portalEnd < 0 || message[portalEnd + 1] !== 0) return true;
       return this.unnamedChanges;
     }
+    if (type === SYNC) this.unnamedChanges = true;
     // A function call by OID may run any function; the rest (Describe, Execute, Sync, Close,
     // Flush, copy data) only go on with what a Parse, Bind or Query above began.
     return type === FUNCTION_CALL;

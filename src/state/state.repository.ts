@@ -426,8 +426,9 @@ export class StateRepository {
   /**
    * The current version of a live state of a live unit, in one read (what GET serves): the unit
    * and its workspace's current version. On the embedded database a read outside a
-   * transaction is answered from memory while no statement that may change data has run since
-   * it was read (`DataChanges`); the rows handed out are then shared, so they are frozen.
+   * transaction is answered from memory while no statement that may change the tables it reads
+   * (`CURRENT_READ_TABLES`) has been queued since it was read (`DataChanges`); the rows handed
+   * out are then shared, so they are frozen.
    */
   async findCurrent(m: EntityManager, unitName: string, workspace: string): Promise<CurrentRows> {
     // Counted before the query: a change queued meanwhile makes what it returns stale at once.

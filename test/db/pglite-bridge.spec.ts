@@ -209,6 +209,90 @@ describe('PgliteBridge', () => {
     }
   });
 
+  it('counts a Bind of the unnamed statement past a Sync: an error may have skipped the Parse seen before it', async () => {
+    // Raw protocol: the driver always sends Parse with Bind; another client need not.
+    const socket = connect(join(dir, '.s.PGSQL.5432'));
+    let received = Buffer.alloc(0);
+    let ready: (() => void) | undefined;
+    let readyCount = 0;
+    socket.on('data', (d: Buffer) => {
+      received = Buffer.concat([received, d]);
+      for (;;) {
+        if (received.length < 5) break;
+        const length = 1 + received.readInt32BE(1);
+        if (received.length < length) break;
+        if (received[0] === 0x5a) readyCount++; // ReadyForQuery
+        received = received.subarray(length);
+      }
+      if (ready) ready();
+    });
+    const untilReady = (n: number) =>
+      new Promise<void>((resolve) => {
+        const check = () => {
+          if (readyCount >= n) {
+            ready = undefined;
+            resolve();
+          }
+        };
+        ready = check;
+        check();
+      });
+    const message = (type: string, ...parts: Buffer[]) => {
+      const body = Buffer.concat(parts);
+      const head = Buffer.alloc(5);
+      head.write(type, 0);
+      head.writeInt32BE(4 + body.length, 1);
+      return Buffer.concat([head, body]);
+    };
+    const str = (text: string) => Buffer.from(`${text}\0`);
+    const int16 = (n: number) => Buffer.from([n >> 8, n & 0xff]);
+    const int32 = (n: number) => {
+      const b = Buffer.alloc(4);
+      b.writeInt32BE(n);
+      return b;
+    };
+    const parse = (sql: string) => message('P', str(''), str(sql), int16(0));
+    const bind = (statement: string) =>
+      message('B', str(''), str(statement), int16(0), int16(0), int16(0));
+    const run = [message('E', str(''), int32(0)), message('S')];
+    let expected = 1;
+    const moved = async (...messages: Buffer[]) => {
+      const before = Number(await ask('changes'));
+      socket.write(Buffer.concat(messages));
+      await untilReady(++expected);
+      return Number(await ask('changes')) - before;
+    };
+    try {
+      const startup = Buffer.concat([
+        str('user'),
+        str('postgres'),
+        str('database'),
+        str('postgres'),
+        str(''),
+      ]);
+      socket.write(Buffer.concat([int32(8 + startup.length), int32(196608), startup]));
+      await untilReady(1);
+      expect(await moved(parse("INSERT INTO t VALUES (11, 'x')"), bind(''), ...run)).toBe(1);
+      expect(await moved(parse('DELETE FROM t WHERE id = 11'), ...run.slice(1))).toBe(1);
+      // The Bind of a statement that does not exist fails, so the Parse after it is skipped…
+      expect(await moved(bind('nope'), parse('SELECT 1'), bind(''), ...run)).toBe(1);
+      // …and this Bind runs the DELETE parsed before: it must count.
+      expect(await moved(bind(''), ...run)).toBe(1);
+    } finally {
+      socket.end();
+    }
+    const check = client();
+    await check.connect();
+    try {
+      // The DELETE did run (the case is real, not only conservative).
+      expect((await check.query('SELECT count(*)::int AS n FROM t WHERE id = 11')).rows).toEqual([
+        { n: 0 },
+      ]);
+    } finally {
+      await check.end();
+    }
+  });
+
   it('answers an SSL request with "N" (no TLS on a local socket)', async () => {
     const reply = await new Promise<Buffer>((resolve, reject) => {
       const socket = connect(join(dir, '.s.PGSQL.5432'));

@@ -5,7 +5,7 @@ import { tfState } from '../support/services';
 
 /**
  * On the embedded database the current version of a state is looked up in memory while no
- * statement that may change data has run since it was read. Every change — through any door —
+ * statement that may change units, states or versions has run since it was read. Every change — through any door —
  * must show in the very next read, and reads with nothing changed must not query. On
  * PostgreSQL (other replicas write too) nothing is kept: every read queries.
  */
@@ -67,9 +67,9 @@ describe(`state reads and the current-version cache (${ON_POSTGRES ? 'PostgreSQL
     if (ON_POSTGRES) {
       expect({ hits, misses }).toEqual({ hits: 0, misses: 0 });
     } else {
-      // 40 reads; the batched audit insert of the reads (every 250 ms) is a change too.
+      // 40 reads; the batched audit insert of the reads (every 250 ms) changes no state.
       expect(hits + misses).toBe(40);
-      expect(hits).toBeGreaterThanOrEqual(30);
+      expect(hits).toBeGreaterThanOrEqual(38);
     }
   });
 
