@@ -23,6 +23,7 @@ import { EmbeddedPostgres } from './embedded-postgres';
 import { codeSchema, prepareSchema } from './migrator';
 import { behindMessage, newerMessage } from './schema-compat';
 import { SharedSecrets } from './shared-secrets.service';
+import { WatchedTables } from './statement-changes';
 import { noteDefaultIsolation } from './transaction';
 
 /** The entity list the root passes to DatabaseModule.forRoot. */
@@ -50,6 +51,8 @@ export class DatabaseHandle implements OnApplicationShutdown {
   dataSource!: DataSource;
   /** Every statement this process sends through its pool (see `StatementCounts`). */
   readonly statements = new StatementCounts();
+  /** The tables the embedded database's change count watches (`DataChanges.watch` adds them). */
+  readonly watched = new WatchedTables();
   private embedded?: EmbeddedPostgres;
   private analyzeTimer?: NodeJS.Timeout;
 
@@ -64,7 +67,9 @@ export class DatabaseHandle implements OnApplicationShutdown {
   async open(): Promise<DataSource> {
     if (!this.config.databaseUrl) {
       const started = Date.now();
-      this.embedded = await EmbeddedPostgres.start(this.config.dataDir);
+      this.embedded = await EmbeddedPostgres.start(this.config.dataDir, {
+        watched: this.watched,
+      });
       this.logger.log(
         `embedded database ready in ${Date.now() - started} ms (data dir ${this.config.dataDir})`,
       );
@@ -191,7 +196,8 @@ export class DatabaseModule {
         },
         {
           provide: DataChanges,
-          useFactory: (handle: DatabaseHandle) => new DataChanges(() => handle.embeddedChanges()),
+          useFactory: (handle: DatabaseHandle) =>
+            new DataChanges(() => handle.embeddedChanges(), handle.watched),
           inject: [DatabaseHandle],
         },
         {

@@ -13,6 +13,7 @@ import {
 import { dirname, join } from 'node:path';
 import { DataDirLock } from './data-dir-lock';
 import { PgliteBridge } from './pglite-bridge';
+import { WatchedTables } from './statement-changes';
 import { precompiledPglite } from './pglite-precompile';
 import { DEFAULT_SNAPSHOT_DIR, snapshotFile } from './pglite-snapshot';
 import { SnapshotUnpackError, unpackSnapshot } from './snapshot-unpack';
@@ -26,6 +27,8 @@ export type EmbeddedOrigin = 'existing' | 'snapshot' | 'initdb';
 export interface EmbeddedOptions {
   /** Where the PGlite snapshot is looked for (tests); default `dist/pglite`. */
   snapshotDir?: string;
+  /** The tables whose changes `changes` counts (`DataChanges`); none when absent. */
+  watched?: WatchedTables;
 }
 
 /** The temporary directory a new cluster is made in, beside `pg/`. */
@@ -65,7 +68,7 @@ export class EmbeddedPostgres {
         dataDir: pgDir,
         ...(pgliteWasmModule && { pgliteWasmModule }),
       });
-      const server = new PgliteBridge(db, socketPath);
+      const server = new PgliteBridge(db, socketPath, options.watched ?? new WatchedTables());
       await server.start();
       return new EmbeddedPostgres(db, server, socketDir, dirLock, origin);
     } catch (e) {

@@ -1,5 +1,6 @@
 import type { PGlite } from '@electric-sql/pglite';
 import { createServer, Server, Socket } from 'node:net';
+import { mayChangeWatched, WatchedTables } from './statement-changes';
 
 /** Protocol codes of the untyped first messages (PostgreSQL protocol 3.0). */
 const SSL_REQUEST = 80877103;
@@ -9,53 +10,54 @@ const TERMINATE = 0x58; // 'X'
 const QUERY = 0x51; // 'Q'
 const PARSE = 0x50; // 'P'
 const BIND = 0x42; // 'B'
+const SYNC = 0x53; // 'S'
+const FUNCTION_CALL = 0x46; // 'F'
 
-/** `SELECT … INTO` creates a table. */
-const SELECT_INTO = /\binto\b/i;
+/**
+ * Judges a connection's frontend messages, in order: whether each may change a watched table
+ * (conservative: unknown means yes; see `mayChangeWatched`). Only Parse and Query carry SQL.
+ */
+class ChangeJudge {
+  /**
+   * Whether a Bind of the unnamed statement may change a watched table: as judged at its Parse
+   * since the last Sync, else yes. After an error PostgreSQL skips every message up to the next
+   * Sync, so a Bind before that Sync runs what the Parse before it parsed, or nothing; past a
+   * Sync (or a simple query) the unnamed statement may be one whose Parse we did not see run.
+   */
+  private unnamedChanges = true;
 
-/** Whether a frontend message may change data (conservative: unknown means yes). */
-function mayChangeData(message: Buffer): boolean {
-  const type = message[0];
-  if (type === QUERY) return !readOnly(cstring(message, 5));
-  if (type === PARSE) {
-    const nameEnd = message.indexOf(0, 5);
-    return nameEnd < 0 || !readOnly(cstring(message, nameEnd + 1));
+  constructor(private readonly watched: WatchedTables) {}
+
+  mayChange(message: Buffer): boolean {
+    const type = message[0];
+    if (type === QUERY) {
+      this.unnamedChanges = true;
+      return mayChangeWatched(cstring(message, 5), this.watched);
+    }
+    if (type === PARSE) {
+      const nameEnd = message.indexOf(0, 5);
+      if (nameEnd < 0) return true;
+      const changes = mayChangeWatched(cstring(message, nameEnd + 1), this.watched);
+      if (nameEnd === 5) this.unnamedChanges = changes;
+      return changes;
+    }
+    if (type === BIND) {
+      // A named statement was parsed earlier, perhaps in an earlier batch: what it does is not
+      // looked up again, so running it counts.
+      const portalEnd = message.indexOf(0, 5);
+      if (portalEnd < 0 || message[portalEnd + 1] !== 0) return true;
+      return this.unnamedChanges;
+    }
+    if (type === SYNC) this.unnamedChanges = true;
+    // A function call by OID may run any function; the rest (Describe, Execute, Sync, Close,
+    // Flush, copy data) only go on with what a Parse, Bind or Query above began.
+    return type === FUNCTION_CALL;
   }
-  // A named statement was parsed earlier; what it does is not looked up again.
-  if (type === BIND) {
-    const portalEnd = message.indexOf(0, 5);
-    return portalEnd < 0 || message[portalEnd + 1] !== 0;
-  }
-  return false;
 }
 
 function cstring(message: Buffer, start: number): string {
   const end = message.indexOf(0, start);
   return message.toString('utf8', start, end < 0 ? message.length : end);
-}
-
-/** SQL that changes no data: a plain SELECT or SHOW (after comments and parentheses). */
-function readOnly(sql: string): boolean {
-  const keyword = /^(select|show)\b/i.exec(sql.slice(leadingNoise(sql)));
-  return keyword !== null && !SELECT_INTO.test(sql);
-}
-
-/** Where the first keyword starts: after whitespace, `--` and block comments, `(`. */
-function leadingNoise(sql: string): number {
-  let i = 0;
-  for (;;) {
-    const c = sql[i];
-    if (c === ' ' || c === '\n' || c === '\t' || c === '\r' || c === '(') i++;
-    else if (sql.startsWith('--', i)) {
-      const nl = sql.indexOf('\n', i);
-      if (nl < 0) return sql.length;
-      i = nl + 1;
-    } else if (sql.startsWith('/*', i)) {
-      const end = sql.indexOf('*/', i + 2);
-      if (end < 0) return sql.length;
-      i = end + 2;
-    } else return i;
-  }
 }
 
 /**
@@ -80,15 +82,18 @@ export class PgliteBridge {
   constructor(
     private readonly db: PGlite,
     private readonly path: string,
+    /** The tables whose changes are counted (`changes`). */
+    private readonly watched: WatchedTables,
   ) {
     this.server = createServer((socket) => this.accept(socket));
   }
 
   /**
-   * How many batches that may change data have been handed on so far (counted when they are
-   * queued, before they run; transaction control counts too). What a plain SELECT read stays
-   * true while this count is unchanged: this process is the only client of the database, and
-   * its schema has no trigger or function that writes, so a SELECT never changes data.
+   * How many batches that may change a watched table have been handed on so far (counted when
+   * they are queued, before they run; see `mayChangeWatched` for what counts, and why
+   * transaction control does not). What a plain SELECT read of the watched tables outside a
+   * transaction stays true while this count is unchanged: this process is the only client of
+   * the database, and its one session serves one connection at a time.
    */
   get changes(): number {
     return this.changeCount;
@@ -130,6 +135,7 @@ export class PgliteBridge {
     this.active = socket;
     let pending: Buffer = Buffer.alloc(0);
     let started = false;
+    const judge = new ChangeJudge(this.watched);
     const run = (work: () => Promise<unknown>): void => {
       this.chain = this.chain.then(work).catch(() => socket.destroy());
     };
@@ -166,7 +172,8 @@ export class PgliteBridge {
       }
       pending = pending.subarray(offset);
       if (messages.length > 0) {
-        if (messages.some(mayChangeData)) this.changeCount++;
+        // Every message is judged (not `some`): a Parse further on may set the unnamed statement.
+        if (messages.map((m) => judge.mayChange(m)).includes(true)) this.changeCount++;
         const batch = new Uint8Array(Buffer.concat(messages));
         run(() =>
           this.db.execProtocolRawStream(batch, {

@@ -1,5 +1,5 @@
 import { Injectable, Optional } from '@nestjs/common';
-import { DataChanges } from '../database/data-changes';
+import { ChangeCount, DataChanges } from '../database/data-changes';
 import { transaction, TransactionWork } from '../database/transaction';
 import { SqlParams, sqlRows } from '../database/sql';
 import { DataSource, EntityManager } from 'typeorm';
@@ -110,6 +110,14 @@ export interface CurrentRows {
   version: VersionRow | undefined;
 }
 
+/**
+ * Every table `queryCurrent` reads. On the embedded database `findCurrent` keeps its answer
+ * while no statement naming one of these (or not understood) has been queued since it was read
+ * (`DataChanges.watch`): a query of another table added to it, or another kept read, adds its
+ * tables here, or its answers go stale when that table changes.
+ */
+export const CURRENT_READ_TABLES = ['units', 'states', 'versions'] as const;
+
 /** Cached current versions: at most this many, of at most this many bytes of states together. */
 const CURRENT_CACHE_ENTRIES = 10_000;
 const CURRENT_CACHE_STATE_BYTES = 32 * 1024 * 1024;
@@ -169,12 +177,15 @@ function deepFreeze<T>(value: T): T {
 @Injectable()
 export class StateRepository {
   private readonly currentCache = new CurrentCache();
+  /** Absent where nothing is counted (tests that build the repository alone). */
+  private readonly currentChanges: ChangeCount | undefined;
 
   constructor(
     private readonly db: DataSource,
-    /** Absent where nothing is counted (PostgreSQL, tests that build the repository alone). */
-    @Optional() private readonly changes?: DataChanges,
-  ) {}
+    @Optional() changes?: DataChanges,
+  ) {
+    this.currentChanges = changes?.watch(CURRENT_READ_TABLES);
+  }
 
   /**
    * Runs `work` in a READ COMMITTED transaction. A deadlock or serialization failure rolls the
@@ -413,16 +424,15 @@ export class StateRepository {
   }
 
   /**
-   * The current version of a live state of a live unit, in one read: what GET serves.
-   */
-  /**
-   * The unit and its workspace's current version. On the embedded database a read outside a
-   * transaction is answered from memory while no statement that may change data has run since
-   * it was read (`DataChanges`); the rows handed out are then shared, so they are frozen.
+   * The current version of a live state of a live unit, in one read (what GET serves): the unit
+   * and its workspace's current version. On the embedded database a read outside a
+   * transaction is answered from memory while no statement that may change the tables it reads
+   * (`CURRENT_READ_TABLES`) has been queued since it was read (`DataChanges`); the rows handed
+   * out are then shared, so they are frozen.
    */
   async findCurrent(m: EntityManager, unitName: string, workspace: string): Promise<CurrentRows> {
     // Counted before the query: a change queued meanwhile makes what it returns stale at once.
-    const changes = m === this.db.manager ? this.changes?.count() : undefined;
+    const changes = m === this.db.manager ? this.currentChanges?.count() : undefined;
     if (changes === undefined) return this.queryCurrent(m, unitName, workspace);
     const cached = this.currentCache.get(unitName, workspace, changes);
     if (cached) {

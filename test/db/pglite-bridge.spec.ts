@@ -59,6 +59,7 @@ describe('PgliteBridge', () => {
     const c = client();
     await c.connect();
     await c.query('CREATE TABLE t (id int PRIMARY KEY, body text)');
+    await c.query('CREATE TABLE other (id int PRIMARY KEY)'); // not watched
     await c.end();
   });
 
@@ -156,7 +157,7 @@ describe('PgliteBridge', () => {
     }
   });
 
-  it('counts what may change data, and only that (what a cached read relies on)', async () => {
+  it('counts what may change a watched table, and only that (what a cached read relies on)', async () => {
     const c = client();
     await c.connect();
     const moved = async (sql: string, values?: unknown[]) => {
@@ -173,12 +174,122 @@ describe('PgliteBridge', () => {
       expect(
         await moved('WITH gone AS (DELETE FROM t RETURNING id) SELECT count(*) FROM gone'),
       ).toBe(1);
-      expect(await moved('SELECT 1 AS x INTO TEMP copied')).toBe(1);
-      expect(await moved('BEGIN')).toBe(1);
+      // Writes to a table that is not watched, parameterized (Parse) or not (Query).
+      expect(await moved('INSERT INTO other VALUES ($1)', [1])).toBe(0);
+      expect(await moved('DELETE FROM other')).toBe(0);
+      expect(await moved('WITH w AS (SELECT id FROM t) INSERT INTO other SELECT id FROM w')).toBe(
+        1,
+      );
+      expect(await moved('SELECT 1 AS x INTO TEMP copied')).toBe(0);
+      expect(await moved('BEGIN')).toBe(0);
       expect(await moved('SELECT 1')).toBe(0);
-      expect(await moved('ROLLBACK')).toBe(1);
+      expect(await moved('ROLLBACK')).toBe(0);
+      expect(await moved('TRUNCATE other')).toBe(1);
     } finally {
       await c.end();
+    }
+  });
+
+  it('counts every run of a named statement, even a read: its Parse may have come in an earlier batch', async () => {
+    const c = client();
+    await c.connect();
+    const moved = async (config: { text: string; name?: string; values?: unknown[] }) => {
+      const before = Number(await ask('changes'));
+      await c.query(config);
+      return Number(await ask('changes')) - before;
+    };
+    try {
+      const read = { name: 'read-t', text: 'SELECT count(*) FROM t WHERE id = $1', values: [1] };
+      expect(await moved(read)).toBe(1); // Parse and Bind together
+      expect(await moved(read)).toBe(1); // Bind alone: what it runs is not looked up again
+      // The driver's unnamed statement comes with its Parse every time: judged by its SQL.
+      expect(await moved({ text: 'SELECT $1::int AS n', values: [1] })).toBe(0);
+    } finally {
+      await c.end();
+    }
+  });
+
+  it('counts a Bind of the unnamed statement past a Sync: an error may have skipped the Parse seen before it', async () => {
+    // Raw protocol: the driver always sends Parse with Bind; another client need not.
+    const socket = connect(join(dir, '.s.PGSQL.5432'));
+    let received = Buffer.alloc(0);
+    let ready: (() => void) | undefined;
+    let readyCount = 0;
+    socket.on('data', (d: Buffer) => {
+      received = Buffer.concat([received, d]);
+      for (;;) {
+        if (received.length < 5) break;
+        const length = 1 + received.readInt32BE(1);
+        if (received.length < length) break;
+        if (received[0] === 0x5a) readyCount++; // ReadyForQuery
+        received = received.subarray(length);
+      }
+      if (ready) ready();
+    });
+    const untilReady = (n: number) =>
+      new Promise<void>((resolve) => {
+        const check = () => {
+          if (readyCount >= n) {
+            ready = undefined;
+            resolve();
+          }
+        };
+        ready = check;
+        check();
+      });
+    const message = (type: string, ...parts: Buffer[]) => {
+      const body = Buffer.concat(parts);
+      const head = Buffer.alloc(5);
+      head.write(type, 0);
+      head.writeInt32BE(4 + body.length, 1);
+      return Buffer.concat([head, body]);
+    };
+    const str = (text: string) => Buffer.from(`${text}\0`);
+    const int16 = (n: number) => Buffer.from([n >> 8, n & 0xff]);
+    const int32 = (n: number) => {
+      const b = Buffer.alloc(4);
+      b.writeInt32BE(n);
+      return b;
+    };
+    const parse = (sql: string) => message('P', str(''), str(sql), int16(0));
+    const bind = (statement: string) =>
+      message('B', str(''), str(statement), int16(0), int16(0), int16(0));
+    const run = [message('E', str(''), int32(0)), message('S')];
+    let expected = 1;
+    const moved = async (...messages: Buffer[]) => {
+      const before = Number(await ask('changes'));
+      socket.write(Buffer.concat(messages));
+      await untilReady(++expected);
+      return Number(await ask('changes')) - before;
+    };
+    try {
+      const startup = Buffer.concat([
+        str('user'),
+        str('postgres'),
+        str('database'),
+        str('postgres'),
+        str(''),
+      ]);
+      socket.write(Buffer.concat([int32(8 + startup.length), int32(196608), startup]));
+      await untilReady(1);
+      expect(await moved(parse("INSERT INTO t VALUES (11, 'x')"), bind(''), ...run)).toBe(1);
+      expect(await moved(parse('DELETE FROM t WHERE id = 11'), ...run.slice(1))).toBe(1);
+      // The Bind of a statement that does not exist fails, so the Parse after it is skipped…
+      expect(await moved(bind('nope'), parse('SELECT 1'), bind(''), ...run)).toBe(1);
+      // …and this Bind runs the DELETE parsed before: it must count.
+      expect(await moved(bind(''), ...run)).toBe(1);
+    } finally {
+      socket.end();
+    }
+    const check = client();
+    await check.connect();
+    try {
+      // The DELETE did run (the case is real, not only conservative).
+      expect((await check.query('SELECT count(*)::int AS n FROM t WHERE id = 11')).rows).toEqual([
+        { n: 0 },
+      ]);
+    } finally {
+      await check.end();
     }
   });
 

@@ -3,9 +3,10 @@
 // test/db/pglite-bridge.spec.ts (PGlite cannot load inside Jest's module sandbox). Prints
 // "ready"; answers the lines "calls" (calls into PGlite since the last "calls") and "intx"
 // (whether the session is inside a transaction) and "changes" (the bridge's count of batches
-// that may change data) on stdin; stops when stdin closes.
+// that may change data of the watched table `t`) on stdin; stops when stdin closes.
 const { PGlite } = require('@electric-sql/pglite');
 const { PgliteBridge } = require('../../dist/src/database/pglite-bridge');
+const { WatchedTables } = require('../../dist/src/database/statement-changes');
 
 (async () => {
   const db = await PGlite.create();
@@ -15,7 +16,9 @@ const { PgliteBridge } = require('../../dist/src/database/pglite-bridge');
     calls++;
     return original(message, options);
   };
-  const bridge = new PgliteBridge(db, process.argv[2]);
+  const watched = new WatchedTables();
+  watched.add(['t']);
+  const bridge = new PgliteBridge(db, process.argv[2], watched);
   await bridge.start();
   let input = '';
   process.stdin.on('data', (d) => {
