@@ -10,6 +10,7 @@ import { requestLineWriter, RequestLineWriter } from './logging/request-line';
 import { doorLabel, statusIndex } from './metrics/metric-labels';
 import { MetricsService } from './metrics/metrics.service';
 import { S3ReadRoute } from './s3compat/s3-read.route';
+import { BackendLockRoute } from './backend/backend-lock.route';
 import { BackendReadRoute } from './backend/backend-read.route';
 import { setBackendHeaders } from './http-hygiene';
 
@@ -40,7 +41,11 @@ export function withLeanRoutes(app: NestExpressApplication, config: AppConfig): 
     line: requestLineWriter(config),
     clientIp: (req) => proxyAddr(req, trust),
   };
-  const routes: readonly LeanRoute[] = [app.get(S3ReadRoute), app.get(BackendReadRoute)];
+  const routes: readonly LeanRoute[] = [
+    app.get(S3ReadRoute),
+    app.get(BackendReadRoute),
+    app.get(BackendLockRoute),
+  ];
   return (req, res) => {
     const route = pipeline.stop.stopping ? undefined : routes.find((r) => r.accepts(req));
     if (route === undefined) {

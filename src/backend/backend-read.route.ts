@@ -1,12 +1,12 @@
 import { Injectable } from '@nestjs/common';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { RequestAuthenticator } from '../auth/auth.guard';
-import type { LeanRoute } from '../common/lean-route';
+import type { Principal } from '../common/principal';
 import { sendState } from '../state/state-response';
 import { StateReader } from '../state/state-reader';
-import { answerBackendError } from './backend-exception.filter';
-import { backendOperation } from './backend-operation';
-import { BACKEND_PREFIX, backendTarget } from './backend.controller';
+import type { StateAddress } from '../state/state-types';
+import { BackendLeanRoute } from './backend-lean.route';
+import { BACKEND_PREFIX, isPlainBackendPath } from './backend.controller';
 
 /**
  * The HTTP backend's GET of a state — what `terraform plan` asks of `backend "http"` — served
@@ -17,13 +17,13 @@ import { BACKEND_PREFIX, backendTarget } from './backend.controller';
  * parameter but `workspace`, whose path decodes; the rest goes to the controller.
  */
 @Injectable()
-export class BackendReadRoute implements LeanRoute {
-  readonly door = 'http' as const;
-
+export class BackendReadRoute extends BackendLeanRoute {
   constructor(
-    private readonly authenticator: RequestAuthenticator,
+    authenticator: RequestAuthenticator,
     private readonly reader: StateReader,
-  ) {}
+  ) {
+    super(authenticator);
+  }
 
   accepts(req: IncomingMessage): boolean {
     if (req.method !== 'GET') return false;
@@ -35,34 +35,15 @@ export class BackendReadRoute implements LeanRoute {
       h['transfer-encoding']
     )
       return false;
-    const q = url.indexOf('?');
-    if (q >= 0) {
-      for (const pair of url.slice(q + 1).split('&'))
-        if (!pair.startsWith('workspace=')) return false;
-    }
-    try {
-      for (const segment of (q < 0 ? url : url.slice(0, q)).split('/')) decodeURIComponent(segment);
-    } catch {
-      return false; // answered before the router (`rejectMalformedEncoding`)
-    }
-    return true;
+    return isPlainBackendPath(url);
   }
 
-  operation(req: IncomingMessage): string {
-    return backendOperation(req.method ?? '', req.url ?? '');
-  }
-
-  async serve(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    try {
-      const principal = await this.authenticator.principalOf(
-        req.headers.authorization,
-        'http',
-        true,
-      );
-      const { addr } = backendTarget(req.url ?? '');
-      await sendState(res, await this.reader.openForRead(principal, addr));
-    } catch (e) {
-      answerBackendError(e, res);
-    }
+  protected async answer(
+    principal: Principal,
+    addr: StateAddress,
+    _req: IncomingMessage,
+    res: ServerResponse,
+  ): Promise<void> {
+    await sendState(res, await this.reader.openForRead(principal, addr));
   }
 }

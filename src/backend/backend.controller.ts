@@ -19,6 +19,25 @@ import { BackendExceptionFilter } from './backend-exception.filter';
 export const BACKEND_PREFIX = '/v1/backend/';
 
 /**
+ * Whether a backend URL's query holds nothing but `workspace` (no `?lock`, no `?ID=`) and its
+ * path decodes — the requests the lean routes take (a malformed path is answered before the
+ * router: `rejectMalformedEncoding`).
+ */
+export function isPlainBackendPath(url: string): boolean {
+  const q = url.indexOf('?');
+  if (q >= 0) {
+    for (const pair of url.slice(q + 1).split('&'))
+      if (!pair.startsWith('workspace=')) return false;
+  }
+  try {
+    for (const segment of (q < 0 ? url : url.slice(0, q)).split('/')) decodeURIComponent(segment);
+  } catch {
+    return false;
+  }
+  return true;
+}
+
+/**
  * The state a backend URL names and its query (`?lock`, `?ID=`, `?workspace=`), read from the
  * raw URL. The unit is the part after the prefix the router matched, in whatever case it was
  * spelled (routes match case-insensitively): the unit part keeps its own spelling.

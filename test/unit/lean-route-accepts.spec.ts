@@ -1,4 +1,5 @@
 import type { IncomingMessage } from 'node:http';
+import { BackendLockRoute } from '../../src/backend/backend-lock.route';
 import { BackendReadRoute } from '../../src/backend/backend-read.route';
 import { S3ReadRoute } from '../../src/s3compat/s3-read.route';
 import { markAtRoot } from '../../src/s3compat/s3-request';
@@ -114,5 +115,32 @@ describe('BackendReadRoute.accepts', () => {
     expect(backend.accepts(req('GET', '/v1/backend/a', { 'transfer-encoding': 'chunked' }))).toBe(
       false,
     );
+  });
+});
+
+describe('BackendLockRoute.accepts', () => {
+  const locks = new BackendLockRoute(undefined as never, undefined as never);
+  const req = (method: string, url: string) =>
+    ({ method, url, headers: {} }) as unknown as IncomingMessage;
+
+  it.each([
+    ['LOCK', '/v1/backend/team/net'],
+    ['UNLOCK', '/v1/backend/team/net'],
+    ['LOCK', '/v1/backend/team/net?workspace=staging'],
+  ])('takes %s %s', (method, url) => {
+    expect(locks.accepts(req(method, url))).toBe(true);
+  });
+
+  it.each([
+    ['GET', '/v1/backend/team/net'],
+    ['POST', '/v1/backend/team/net?lock'],
+    ['DELETE', '/v1/backend/team/net?lock'],
+    ['LOCK', '/v1/backend/team/net?lock'],
+    ['LOCK', '/v1/backend/team/net?ID=1'],
+    ['LOCK', '/V1/BACKEND/team/net'],
+    ['LOCK', '/v1/units/team/net'],
+    ['UNLOCK', '/v1/backend/%E0%A4'],
+  ])('leaves %s %s to the controller', (method, url) => {
+    expect(locks.accepts(req(method, url))).toBe(false);
   });
 });
