@@ -43,6 +43,8 @@ function hexVal(c: number): number {
 
 /** Percent-decodes a byte string to bytes; a `%` without two hex digits stays a literal `%`. */
 export function percentDecode(s: string, plusAsSpace: boolean): Buffer {
+  // Nothing to decode (a session token, a signature): the bytes as they are, natively.
+  if (s.indexOf('%') < 0 && !(plusAsSpace && s.indexOf('+') >= 0)) return Buffer.from(s, 'latin1');
   const out = Buffer.allocUnsafe(s.length);
   let n = 0;
   for (let i = 0; i < s.length; i++) {

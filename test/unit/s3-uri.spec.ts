@@ -216,3 +216,16 @@ describe('encodeListingValue and encodeKeyPath: what clients decode back', () =>
     expect(() => encodeKeyPath(`a/${LONE_SURROGATE}`)).toThrow(URIError);
   });
 });
+
+describe('percentDecode of text with nothing to decode', () => {
+  it('answers each character as its low byte, as when decoding escapes (chars past 0xFF too)', () => {
+    for (const s of ['', 'eyJhbGciOiJFZERTQSJ9.x_y-z', 'a+b', '\u0100\u20acA\ud800', 'é~*']) {
+      const expected = Buffer.from(
+        [...s].flatMap((ch) => [...ch].map((c) => c.charCodeAt(0) & 0xff)),
+      );
+      const plus = Buffer.from(expected.map((b) => (b === 0x2b ? 0x20 : b)));
+      expect(percentDecode(s, false)).toEqual(expected);
+      expect(percentDecode(s, true)).toEqual(plus);
+    }
+  });
+});
