@@ -1,6 +1,5 @@
 import type { NestExpressApplication } from '@nestjs/platform-express';
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
-import { performance } from 'node:perf_hooks';
 import proxyAddr from 'proxy-addr';
 import type { LeanRoute } from './common/lean-route';
 import { beginRequest, runWithRequestContext } from './common/request-context';
@@ -9,6 +8,7 @@ import { StopState } from './health/stopping';
 import { requestLineWriter, RequestLineWriter } from './logging/request-line';
 import { doorLabel, statusIndex } from './metrics/metric-labels';
 import { MetricsService } from './metrics/metrics.service';
+import { timeRequest } from './monitoring/request-metrics';
 import { S3ReadRoute } from './s3compat/s3-read.route';
 import { BackendLockRoute } from './backend/backend-lock.route';
 import { BackendReadRoute } from './backend/backend-read.route';
@@ -58,24 +58,14 @@ export function withLeanRoutes(app: NestExpressApplication, config: AppConfig): 
 
 function serveLean(route: LeanRoute, p: Pipeline, req: IncomingMessage, res: ServerResponse): void {
   const startedAt = Date.now();
-  const started = performance.now();
   const ctx = beginRequest(req, res, p.clientIp(req));
   // The HTTP backend's answers carry the JSON API's headers (`useHttpHygiene`); the S3 door's none.
   if (route.door === 'http') setBackendHeaders(req, res);
   ctx.door = route.door;
-  // As `requestMetrics`: on 'finish', or on 'close' alone when the connection went first.
-  let observed = false;
-  const observe = (): void => {
-    if (observed) return;
-    observed = true;
+  timeRequest(res, (seconds) => {
     const status = statusIndex(res.statusCode, res.headersSent);
-    const seconds = (performance.now() - started) / 1000;
     p.metrics.requestObserved(doorLabel(route.door), route.operation(req), status, seconds);
-  };
-  res.once('finish', observe);
-  res.once('close', () => {
-    observe();
-    p.line(req, res, startedAt);
   });
+  res.once('close', () => p.line(req, res, startedAt));
   runWithRequestContext(ctx, () => route.serve(req, res)).catch(() => res.destroy());
 }

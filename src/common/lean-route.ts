@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Door } from './door';
 
 /**
- * A hot route served below Express and Nest (see `withLeanRoutes` in src/server.ts): one
+ * A hot route served below Express and Nest (see `withLeanRoutes` in src/lean-routes.ts): one
  * operation of a door that every `terraform plan` calls, whose per-request cost in the
  * framework (router, middleware chain, guards, interceptors, per-request loggers) is larger
  * than the work itself. It must answer exactly as the door's controller does — the same

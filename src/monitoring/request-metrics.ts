@@ -1,4 +1,5 @@
 import type { NextFunction, Request, Response } from 'express';
+import type { ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import { currentRequestContext, RequestContext } from '../common/request-context';
 import { backendOperation } from '../backend/backend-operation';
@@ -21,20 +22,27 @@ import { s3BaseOf } from '../s3compat/s3-request';
  */
 export function requestMetrics(metrics: MetricsService) {
   return (req: Request, res: Response, next: NextFunction): void => {
-    const started = performance.now();
     const ctx = currentRequestContext();
-    // 'finish' when the answer is handed over; 'close' alone when the connection went first
-    // (the client may close as soon as it has every byte, before 'finish' is emitted).
-    let recorded = false;
-    const record = (): void => {
-      if (recorded) return;
-      recorded = true;
-      observeRequest(metrics, req, res, ctx, (performance.now() - started) / 1000);
-    };
-    res.once('finish', record);
-    res.once('close', record);
+    timeRequest(res, (seconds) => observeRequest(metrics, req, res, ctx, seconds));
     next();
   };
+}
+
+/**
+ * Calls `record` once with the seconds from now until the request is over: its answer handed
+ * over ('finish'), or its connection gone first ('close' alone: the client may close as soon as
+ * it has every byte, before 'finish' is emitted).
+ */
+export function timeRequest(res: ServerResponse, record: (seconds: number) => void): void {
+  const started = performance.now();
+  let recorded = false;
+  const once = (): void => {
+    if (recorded) return;
+    recorded = true;
+    record((performance.now() - started) / 1000);
+  };
+  res.once('finish', once);
+  res.once('close', once);
 }
 
 /** Records one request with the labels its route, door and answer give it. */

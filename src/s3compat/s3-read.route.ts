@@ -8,17 +8,16 @@ import { s3Operation } from './s3-operation';
 import { sendS3Reply } from './s3-replies';
 import { parseTarget, s3BaseOf } from './s3-request';
 import { isDecodablePath } from './s3-uri';
+import { PRESIGN_PARAMS } from './sigv4';
 
-/** The query parameters a plain GetObject or HeadObject may carry: presigning, and the SDK's `x-id`. */
-const PLAIN_READ_PARAMS = new Set([
-  'X-Amz-Algorithm',
-  'X-Amz-Content-Sha256',
-  'X-Amz-Credential',
-  'X-Amz-Date',
-  'X-Amz-Expires',
-  'X-Amz-SignedHeaders',
-  'X-Amz-Signature',
+/**
+ * The query parameters a plain GetObject or HeadObject may carry: the presigning ones (SigV4's,
+ * the session token, the payload hash) and the SDK's `x-id`.
+ */
+const PLAIN_READ_PARAMS = new Set<string>([
+  ...PRESIGN_PARAMS,
   'X-Amz-Security-Token',
+  'X-Amz-Content-Sha256',
   'x-id',
 ]);
 

@@ -432,7 +432,7 @@ function queryAuthParams(rawQuery: string): QueryAuthParams {
   return { all };
 }
 
-const PRESIGN_PARAMS = [
+export const PRESIGN_PARAMS = [
   'X-Amz-Algorithm',
   'X-Amz-Credential',
   'X-Amz-Date',
