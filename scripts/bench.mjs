@@ -9,6 +9,13 @@
 //          answering the same bytes from memory (scripts/bench-bare.mjs --memory), the minimal
 //          NestJS app doing the same work (scripts/bench-ref-nest.mjs) and s3rver
 //          (scripts/bench-ref-s3rver.mjs);
+//  get-pg  the same presigned S3 GetObject of 100 KiB and 1 MiB states on PostgreSQL, the load split
+//          evenly over two replicas (two wrk processes, one per replica, summed), against two bare
+//          Node servers (the same split): replicas (a) with the fs blob store (one shared
+//          directory) and (b) with the postgres blob store, cold (STATEHOUSE_BLOB_CACHE_MIB=0:
+//          every read goes to PostgreSQL) and warm (the default blob cache, the same version read
+//          again); MB/s per replica for the postgres blob store (a throwaway cluster via
+//          scripts/with-postgres.sh unless DATABASE_URL is set);
 //  put     S3 PutObject of a 1 MiB state (Node load generator: each request signed) against a bare
 //          Node server that receives the body, fsyncs it to a file and answers; then the server's
 //          memory growth over a 50 MiB PutObject (it must stay streamed);
@@ -22,12 +29,13 @@
 //
 // Options: --only=get,put,… (default: all), --quick (3 rounds of shorter runs), --rounds=N,
 // --seconds=S (per load run).
-import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { execFile, execFileSync, spawn, spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import {
   buildIfStale,
   captureOutput,
@@ -53,7 +61,7 @@ buildIfStale();
 const ROUNDS = numberArg('rounds', quick ? 3 : 5);
 const SECONDS = numberArg('seconds', quick ? 2 : 4);
 const onlyArg = process.argv.find((a) => a.startsWith('--only='))?.slice(7);
-const sections = onlyArg ? onlyArg.split(',') : ['get', 'put', 'locks', 'plan', 'readyz'];
+const sections = onlyArg ? onlyArg.split(',') : ['get', 'get-pg', 'put', 'locks', 'plan', 'readyz'];
 const NODE = process.execPath;
 
 // ------------------------------------------------------------------ processes and pinning
@@ -123,9 +131,9 @@ async function startStatehouse(extraEnv = {}) {
 
 const which = (cmd) => spawnSync('sh', ['-c', `command -v ${cmd}`]).status === 0;
 
-/** One wrk run: requests/s and latency; any non-2xx answer or socket error fails it. */
-function wrk(url, { conc = 16, headers = {} } = {}) {
-  const argv = [
+/** argv of one wrk run of SECONDS against `url`. */
+const wrkArgv = (url, conc, headers) =>
+  onCore(1, 'wrk', [
     '-t1',
     '--timeout',
     '30s',
@@ -134,9 +142,10 @@ function wrk(url, { conc = 16, headers = {} } = {}) {
     '--latency',
     ...Object.entries(headers).flatMap(([k, v]) => ['-H', `${k}: ${v}`]),
     url,
-  ];
-  const [cmd, args] = onCore(1, 'wrk', argv);
-  const out = execFileSync(cmd, args, { encoding: 'utf8' });
+  ]);
+
+/** requests/s and latency of a wrk report; any non-2xx answer or socket error fails it. */
+function wrkResult(url, out) {
   const bad =
     /Non-2xx or 3xx responses: (\d+)/.exec(out)?.[1] ?? /Socket errors: (.*)/.exec(out)?.[1];
   if (bad) throw new Error(`wrk ${url.split('?')[0]}: failed requests (${bad})\n${out}`);
@@ -145,6 +154,31 @@ function wrk(url, { conc = 16, headers = {} } = {}) {
     return m ? Number(m[1]) * { us: 0.001, ms: 1, s: 1000 }[m[2]] : NaN;
   };
   return { perSecond: Number(/Requests\/sec:\s+([\d.]+)/.exec(out)[1]), p50: ms(50), p99: ms(99) };
+}
+
+/** One wrk run: requests/s and latency; any non-2xx answer or socket error fails it. */
+function wrk(url, { conc = 16, headers = {} } = {}) {
+  const [cmd, args] = wrkArgv(url, conc, headers);
+  return wrkResult(url, execFileSync(cmd, args, { encoding: 'utf8' }));
+}
+
+/**
+ * The load split evenly over several servers: one wrk process per URL (each on core 1, `conc`
+ * connections), all at once; requests/s summed, the worst p99, and each server's own requests/s.
+ */
+async function wrkSplit(urls, { conc = 8, headers = {} } = {}) {
+  const runs = await Promise.all(
+    urls.map(async (url) => {
+      const [cmd, args] = wrkArgv(url, conc, headers);
+      const { stdout } = await promisify(execFile)(cmd, args, { encoding: 'utf8' });
+      return wrkResult(url, stdout);
+    }),
+  );
+  return {
+    perSecond: runs.reduce((sum, r) => sum + r.perSecond, 0),
+    p99: Math.max(...runs.map((r) => r.p99)),
+    each: runs.map((r) => r.perSecond),
+  };
 }
 
 /** A load script of this directory in its own process (pinned); its last JSON line. */
@@ -159,13 +193,13 @@ function nodeLoad(script, args, env = {}) {
 }
 
 /**
- * Runs `targets` (name → () => { perSecond, … }) ROUNDS times, interleaved, and answers each
+ * Runs `targets` (name → () => { perSecond, … }, or a promise of it) ROUNDS times, interleaved, and answers each
  * one's runs. A target that throws fails the section.
  */
-function interleaved(targets, rounds = ROUNDS) {
+async function interleaved(targets, rounds = ROUNDS) {
   const runs = Object.fromEntries(Object.keys(targets).map((k) => [k, []]));
   for (let i = 0; i < rounds; i++)
-    for (const [k, run] of Object.entries(targets)) runs[k].push(run());
+    for (const [k, run] of Object.entries(targets)) runs[k].push(await run());
   return runs;
 }
 
@@ -256,7 +290,7 @@ async function sectionGet() {
         s3rver: [s3rverSigner.presign('GET', s3rver.origin, key), {}],
       };
       for (const [url, headers] of Object.values(urls)) await expectBody(url, headers, body.length);
-      const runs = interleaved(
+      const runs = await interleaved(
         Object.fromEntries(
           Object.entries(urls).map(([k, [url, headers]]) => [k, () => wrk(url, { headers })]),
         ),
@@ -274,6 +308,111 @@ async function sectionGet() {
     }
   } finally {
     await Promise.all([sh, bare, nest, s3rver].map((s) => s.stop()));
+  }
+}
+
+// ------------------------------------------------------------------ get-pg
+
+/** MB (10^6 bytes) per second per replica of `perSecond` GETs of `size` bytes over two. */
+const mbPerReplica = (perSecond, size) => (perSecond * size) / 2 / 1e6;
+
+async function sectionGetPg() {
+  if (underPostgres('get-pg')) return;
+  line(
+    '\n## S3 GetObject (presigned: full SigV4 + session token) on PostgreSQL, load split evenly over two replicas',
+  );
+  if (!which('wrk')) {
+    line('**wrk is not installed (`apt-get install wrk`): this section is SKIPPED.**');
+    return;
+  }
+  const db = { DATABASE_URL: process.env.DATABASE_URL, STATEHOUSE_DATABASE_POOL_SIZE: '16' };
+  const blobs = tempDir('blobs');
+  const configs = {
+    'fs blobs (shared dir)': { STATEHOUSE_STORAGE: 'fs', STATEHOUSE_STORAGE_FS_DIR: blobs },
+    'postgres blobs, cold (no blob cache)': {
+      STATEHOUSE_STORAGE: 'postgres',
+      STATEHOUSE_BLOB_CACHE_MIB: '0',
+    },
+    'postgres blobs, warm (blob cache, default 64 MiB)': { STATEHOUSE_STORAGE: 'postgres' },
+  };
+  const pairs = {};
+  const started = [];
+  try {
+    // One after the other: the first replica migrates, every later one finds the schema.
+    for (const [name, env] of Object.entries(configs)) {
+      pairs[name] = [];
+      for (let i = 0; i < 2; i++) {
+        const s = await startStatehouse({ ...db, ...env });
+        started.push(s);
+        pairs[name].push(s);
+      }
+    }
+    const bare = [];
+    for (let i = 0; i < 2; i++) {
+      const b = await startReference('bench-bare.mjs', [tempDir('bare'), '--memory']);
+      started.push(b);
+      bare.push(b);
+    }
+    const BARE = 'two bare Node servers (memory)';
+    line(
+      '| state | target | req/s over both, median (min–max) | MB/s per replica | p99 ms | ratio to two bare Node |',
+    );
+    line('|---|---|---|---|---|---|');
+    for (const size of [100 * 1024, 1 * MiB]) {
+      const template = stateTemplate(size);
+      template.setSerial(1);
+      const body = template.buf;
+      const key = (unit) => `/tfstate/${unit}/terraform.tfstate`;
+      const targets = {};
+      for (const [name, [a, b]] of Object.entries(pairs)) {
+        // Written through one replica, read through both; the postgres pairs each have their own
+        // state (they share the database), so a cold pair never reads what a warm one wrote.
+        const path = key(`bench/get-pg-${name.replace(/\W+/g, '-')}-${size}`);
+        const signer = sigv4Signer(a.creds);
+        await putState(a.url, `/s3${path}`, signer, body);
+        targets[`Statehouse S3, ${name}`] = [a, b].map((s) =>
+          signer.presign('GET', s.url, `/s3${path}`),
+        );
+      }
+      for (const b of bare) await putState(b.origin, key('bench/get-pg'), undefined, body);
+      targets[BARE] = bare.map((b) => `${b.origin}${key('bench/get-pg')}`);
+      for (const urls of Object.values(targets))
+        for (const url of urls) await expectBody(url, {}, body.length);
+      const runs = await interleaved(
+        Object.fromEntries(Object.entries(targets).map(([k, urls]) => [k, () => wrkSplit(urls)])),
+      );
+      const b = runs[BARE];
+      for (const [k, r] of Object.entries(runs)) {
+        const mb = r.map((x) => ({ mb: mbPerReplica(x.perSecond, size) }));
+        line(
+          `| ${size / 1024} KiB | ${k} | ${spread(r)} | ${spread(mb, 'mb', 1)} | ${spread(r, 'p99', 1)} | ${fmt(ratio(r, b), 3)} |`,
+        );
+      }
+      // Each replica's share, to show the split was even (median over the rounds).
+      const shares = Object.entries(runs)
+        .map(
+          ([k, r]) =>
+            `${k}: ${[0, 1].map((i) => fmt(median(r.map((x) => x.each[i])))).join(' / ')}`,
+        )
+        .join('; ');
+      line(`| ${size / 1024} KiB | req/s per replica (median) | ${shares} | | | |`);
+      const goal = size === MiB ? 0.35 : 0.1;
+      const ratioOf = (name) => ratio(runs[`Statehouse S3, ${name}`], b);
+      const [fsName, coldName, warmName] = Object.keys(configs);
+      const coldMb = median(
+        runs[`Statehouse S3, ${coldName}`].map((x) => mbPerReplica(x.perSecond, size)),
+      );
+      const warm = ratioOf(warmName);
+      const pgGoal =
+        size === MiB
+          ? `; postgres blobs: cold ${fmt(coldMb, 1)} MB/s per replica (goal ≥ 150: ${coldMb >= 150 ? 'met' : 'NOT met'}) or warm / bare ${verdict(warm, goal)} — ${coldMb >= 150 || warm >= goal ? 'met' : 'NOT met'}`
+          : `; postgres blobs warm / bare ${verdict(warm, goal)}, cold / bare ${fmt(ratioOf(coldName), 3)}×`;
+      line(
+        `| ${size / 1024} KiB | **goals** | fs blobs / bare ${verdict(ratioOf(fsName), goal)}${pgGoal} | | | |`,
+      );
+    }
+  } finally {
+    await Promise.all(started.map((s) => s.stop()));
   }
 }
 
@@ -302,7 +441,7 @@ async function sectionPut() {
     };
   try {
     const bareCreds = { accessKeyId: 'AKIABARE', secretAccessKey: 'bare', sessionToken: 'bare' };
-    const runs = interleaved({
+    const runs = await interleaved({
       'Statehouse S3': put(`${sh.url}/s3`, sh.creds, MiB),
       'bare Node (fsync)': put(`${bare.origin}/s3`, bareCreds, MiB),
     });
@@ -328,22 +467,29 @@ async function sectionPut() {
 
 // ------------------------------------------------------------------ locks
 
+/**
+ * Without DATABASE_URL: runs `section` of this script again under scripts/with-postgres.sh (a
+ * throwaway cluster), reports its lines and answers true; with it, answers false.
+ */
+function underPostgres(section) {
+  if (process.env.DATABASE_URL) return false;
+  line(`\n## ${section} on PostgreSQL: starting a throwaway cluster (scripts/with-postgres.sh)`);
+  const me = fileURLToPath(import.meta.url);
+  const r = spawnSync(
+    join(root, 'scripts/with-postgres.sh'),
+    [NODE, me, `--only=${section}`, `--rounds=${ROUNDS}`, `--seconds=${SECONDS}`],
+    {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'inherit'],
+    },
+  );
+  for (const l of (r.stdout ?? '').split('\n').filter((l) => /^(\||##|\*\*)/.test(l))) line(l);
+  if (r.status !== 0) line(`**The PostgreSQL ${section} benchmark failed (exit ${r.status}).**`);
+  return true;
+}
+
 async function sectionLocks() {
-  if (!process.env.DATABASE_URL) {
-    line('\n## locks on PostgreSQL: starting a throwaway cluster (scripts/with-postgres.sh)');
-    const me = fileURLToPath(import.meta.url);
-    const r = spawnSync(
-      join(root, 'scripts/with-postgres.sh'),
-      [NODE, me, '--only=locks', `--rounds=${ROUNDS}`, `--seconds=${SECONDS}`],
-      {
-        encoding: 'utf8',
-        stdio: ['ignore', 'pipe', 'inherit'],
-      },
-    );
-    for (const l of (r.stdout ?? '').split('\n').filter((l) => /^(\||##|\*\*)/.test(l))) line(l);
-    if (r.status !== 0) line(`**The PostgreSQL lock benchmark failed (exit ${r.status}).**`);
-    return;
-  }
+  if (underPostgres('locks')) return;
   line('\n## LOCK+UNLOCK round trips (HTTP backend), PostgreSQL, two replicas, 32 clients');
   const env = { DATABASE_URL: process.env.DATABASE_URL, STATEHOUSE_DATABASE_POOL_SIZE: '16' };
   // The first replica migrates; the second starts on the migrated schema.
@@ -353,7 +499,7 @@ async function sectionLocks() {
     const both = `${a.url},${b.url}`;
     const lock = (scenario) => () =>
       nodeLoad('bench-load.mjs', [scenario, both, a.token, 32, SECONDS]);
-    const runs = interleaved({
+    const runs = await interleaved({
       'Statehouse, 2 replicas': lock('lock'),
       'bare SQL lock rows, 2 pools': () => nodeLoad('bench-ref-sql.mjs', [32, SECONDS, 2]),
     });
@@ -468,7 +614,7 @@ async function sectionPlan() {
         throw new Error(`terraform apply (${name}) did not complete`);
       dirsByName[name] = work;
     }
-    const runs = interleaved(
+    const runs = await interleaved(
       Object.fromEntries(
         Object.entries(dirsByName).map(([name, work]) => [
           name,
@@ -572,6 +718,7 @@ async function sectionReadyz() {
 
 const all = {
   get: sectionGet,
+  'get-pg': sectionGetPg,
   put: sectionPut,
   locks: sectionLocks,
   plan: sectionPlan,
