@@ -15,10 +15,20 @@ import {
 export const PG_CHUNK_BYTES = 1024 * 1024;
 
 /**
+ * A chunk's bytes as the database sends them: base64 text (line-wrapped, which Node's decoder
+ * skips). Without it `pg` receives a `bytea` as hex text, twice the bytes' size, that the server
+ * encodes and this process decodes (`pg` has no binary results it would not mangle: it reads
+ * every value as UTF-8 text first); base64 is a third smaller on the wire and about a third
+ * cheaper here per chunk.
+ */
+const CHUNK_BYTES_SQL = "encode(data, 'base64')";
+
+/**
  * Blobs as ordered `bytea` chunk rows (`pg` cannot stream a single `bytea` value). A put inserts
  * chunks as they arrive, outside any transaction, under a key nothing refers to yet; the blob is
  * complete when `put` resolves, and only then does a version row point at it. A failed put
- * deletes what it inserted. Reads fetch one chunk at a time, so memory stays at one chunk.
+ * deletes what it inserted. Reads fetch one chunk at a time, so memory stays at one chunk; a whole read is one statement
+ * per chunk (the first also answers how many there are).
  */
 export class PostgresBlobStore implements BlobStore {
   readonly driver = 'postgres' as const;
@@ -62,12 +72,31 @@ export class PostgresBlobStore implements BlobStore {
   }
 
   async get(key: string, range?: ByteRange): Promise<Readable> {
-    const size = await this.stat(key);
-    if (size === undefined) throw new BlobNotFoundError(key);
-    const bounds = range ? clampByteRange(key, range, size) : { start: 0, end: size - 1 };
-    const { start, end } = bounds;
+    assertBlobKey(key);
+    let first: Buffer | undefined;
+    let start = 0;
+    let end = Infinity;
+    let lastSeq: number;
+    if (range) {
+      const size = await this.stat(key);
+      if (size === undefined) throw new BlobNotFoundError(key);
+      ({ start, end } = clampByteRange(key, range, size));
+      lastSeq =
+        end < start ? Math.floor(start / PG_CHUNK_BYTES) - 1 : Math.floor(end / PG_CHUNK_BYTES);
+    } else {
+      // A whole read asks once for the first chunk and how many there are: every blob has a
+      // chunk 0 (an empty one too), so no row means no blob, and a chunk missing later on is
+      // a blob deleted meanwhile, never a short body.
+      const rows = await sqlRows<{ data: string; n: number }>(
+        this.db.manager,
+        `SELECT ${CHUNK_BYTES_SQL} AS data, (SELECT count(*)::int FROM blob_chunks WHERE blob_key = $1) AS n FROM blob_chunks WHERE blob_key = $1 AND seq = 0`,
+        [key],
+      );
+      if (rows.length === 0) throw new BlobNotFoundError(key);
+      first = Buffer.from(rows[0].data, 'base64');
+      lastSeq = rows[0].n - 1;
+    }
     let seq = Math.floor(start / PG_CHUNK_BYTES);
-    const lastSeq = end < start ? seq - 1 : Math.floor(end / PG_CHUNK_BYTES);
     const db = this.db;
     return new Readable({
       read() {
@@ -80,17 +109,22 @@ export class PostgresBlobStore implements BlobStore {
           stream.push(null);
           return;
         }
-        const rows = await sqlRows<{ data: Buffer }>(
-          db.manager,
-          'SELECT data FROM blob_chunks WHERE blob_key = $1 AND seq = $2',
-          [key, seq],
-        );
-        if (rows.length === 0) throw new BlobNotFoundError(key);
+        let data = first;
+        first = undefined;
+        if (!data) {
+          const rows = await sqlRows<{ data: string }>(
+            db.manager,
+            `SELECT ${CHUNK_BYTES_SQL} AS data FROM blob_chunks WHERE blob_key = $1 AND seq = $2`,
+            [key, seq],
+          );
+          if (rows.length === 0) throw new BlobNotFoundError(key);
+          data = Buffer.from(rows[0].data, 'base64');
+        }
         const base = seq * PG_CHUNK_BYTES;
         const from = Math.max(start - base, 0);
-        const to = Math.min(end - base + 1, rows[0].data.length);
+        const to = Math.min(end - base + 1, data.length);
         seq++;
-        stream.push(rows[0].data.subarray(from, to));
+        stream.push(data.subarray(from, to));
       } catch (e) {
         stream.destroy(e as Error);
       }

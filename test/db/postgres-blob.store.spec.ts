@@ -1,9 +1,67 @@
-import { PostgresBlobStore } from '../../src/storage/postgres-blob.store';
-import { describeBlobStoreContract } from '../support/blob-store.contract';
-import { openTestDatabase } from '../support/database';
+import { randomBytes, randomUUID } from 'node:crypto';
+import type { Socket } from 'node:net';
+import type { Pool } from 'pg';
+import { Readable } from 'node:stream';
+import type { DataSource } from 'typeorm';
+import { PG_CHUNK_BYTES, PostgresBlobStore } from '../../src/storage/postgres-blob.store';
+import { describeBlobStoreContract, readAll } from '../support/blob-store.contract';
+import { openTestDatabase, TestDatabase } from '../support/database';
+import { statementsOf } from '../support/statements';
 
 // The postgres driver keeps blobs as ordered 1 MiB chunk rows in the real database.
 describeBlobStoreContract('postgres', async () => {
   const db = await openTestDatabase();
   return { store: new PostgresBlobStore(db.dataSource), teardown: () => db.close() };
+});
+
+/** Bytes the data source's pooled connections have received so far (pg keeps its clients). */
+function bytesReceived(ds: DataSource): number {
+  const pool = (ds.driver as unknown as { master: Pool & { _clients: unknown[] } }).master;
+  return pool._clients.reduce<number>(
+    (sum, c) => sum + ((c as { connection: { stream: Socket } }).connection.stream.bytesRead ?? 0),
+    0,
+  );
+}
+
+describe('postgres blob store: the cost of a read', () => {
+  let db: TestDatabase;
+  let store: PostgresBlobStore;
+  beforeAll(async () => {
+    db = await openTestDatabase();
+    store = new PostgresBlobStore(db.dataSource);
+  });
+  afterAll(() => db?.close());
+
+  const stored = async (size: number): Promise<{ key: string; body: Buffer }> => {
+    const body = randomBytes(size);
+    const key = `t/${randomUUID()}`;
+    await store.put(key, Readable.from([body]));
+    return { key, body };
+  };
+
+  it('reads a whole blob with one statement per chunk (no separate size query)', async () => {
+    const one = await stored(100 * 1024);
+    const three = await stored(2 * PG_CHUNK_BYTES + 12345);
+    let got: Buffer | undefined;
+    expect(
+      await statementsOf(async () => (got = await readAll(await store.get(one.key)))),
+    ).toHaveLength(1);
+    expect(got?.equals(one.body)).toBe(true);
+    expect(
+      await statementsOf(async () => (got = await readAll(await store.get(three.key)))),
+    ).toHaveLength(3);
+    expect(got?.equals(three.body)).toBe(true);
+  });
+
+  it('receives a chunk in far fewer bytes than the hex text of a bytea (twice its size)', async () => {
+    const { key, body } = await stored(PG_CHUNK_BYTES);
+    // A first read opens the pool's connection, so the second counts only the read itself.
+    await readAll(await store.get(key));
+    const before = bytesReceived(db.dataSource);
+    const got = await readAll(await store.get(key));
+    const received = bytesReceived(db.dataSource) - before;
+    expect(got.equals(body)).toBe(true);
+    expect(received).toBeGreaterThan(body.length);
+    expect(received).toBeLessThan(1.5 * body.length);
+  });
 });
