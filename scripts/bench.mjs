@@ -12,10 +12,10 @@
 //  get-pg  the same presigned S3 GetObject of 100 KiB and 1 MiB states on PostgreSQL, the load split
 //          evenly over two replicas (two wrk processes, one per replica, summed), against two bare
 //          Node servers (the same split): replicas (a) with the fs blob store (one shared
-//          directory) and (b) with the postgres blob store, cold (STATEHOUSE_BLOB_CACHE_MIB=0:
-//          every read goes to PostgreSQL) and warm (the default blob cache, the same version read
-//          again); MB/s per replica for the postgres blob store (a throwaway cluster via
-//          scripts/with-postgres.sh unless DATABASE_URL is set);
+//          directory; with the default blob cache and without it) and (b) with the postgres blob
+//          store, cold (STATEHOUSE_BLOB_CACHE_MIB=0: every read goes to PostgreSQL) and warm (the
+//          default blob cache, the same version read again); MB/s per replica (a throwaway
+//          cluster via scripts/with-postgres.sh unless DATABASE_URL is set);
 //  put     S3 PutObject of a 1 MiB state (Node load generator: each request signed) against a bare
 //          Node server that receives the body, fsyncs it to a file and answers; then the server's
 //          memory growth over a 50 MiB PutObject (it must stay streamed);
@@ -328,7 +328,16 @@ async function sectionGetPg() {
   const db = { DATABASE_URL: process.env.DATABASE_URL, STATEHOUSE_DATABASE_POOL_SIZE: '16' };
   const blobs = tempDir('blobs');
   const configs = {
-    'fs blobs (shared dir)': { STATEHOUSE_STORAGE: 'fs', STATEHOUSE_STORAGE_FS_DIR: blobs },
+    // The default settings: the blob cache (64 MiB) serves a version read again from memory.
+    'fs blobs (shared dir, default blob cache)': {
+      STATEHOUSE_STORAGE: 'fs',
+      STATEHOUSE_STORAGE_FS_DIR: blobs,
+    },
+    'fs blobs (shared dir), no blob cache': {
+      STATEHOUSE_STORAGE: 'fs',
+      STATEHOUSE_STORAGE_FS_DIR: blobs,
+      STATEHOUSE_BLOB_CACHE_MIB: '0',
+    },
     'postgres blobs, cold (no blob cache)': {
       STATEHOUSE_STORAGE: 'postgres',
       STATEHOUSE_BLOB_CACHE_MIB: '0',
@@ -398,7 +407,7 @@ async function sectionGetPg() {
       line(`| ${size / 1024} KiB | req/s per replica (median) | ${shares} | | | |`);
       const goal = size === MiB ? 0.35 : 0.1;
       const ratioOf = (name) => ratio(runs[`Statehouse S3, ${name}`], b);
-      const [fsName, coldName, warmName] = Object.keys(configs);
+      const [fsName, fsColdName, coldName, warmName] = Object.keys(configs);
       const coldMb = median(
         runs[`Statehouse S3, ${coldName}`].map((x) => mbPerReplica(x.perSecond, size)),
       );
@@ -408,7 +417,7 @@ async function sectionGetPg() {
           ? `; postgres blobs: cold ${fmt(coldMb, 1)} MB/s per replica (goal ≥ 150: ${coldMb >= 150 ? 'met' : 'NOT met'}) or warm / bare ${verdict(warm, goal)} — ${coldMb >= 150 || warm >= goal ? 'met' : 'NOT met'}`
           : `; postgres blobs warm / bare ${verdict(warm, goal)}, cold / bare ${fmt(ratioOf(coldName), 3)}×`;
       line(
-        `| ${size / 1024} KiB | **goals** | fs blobs / bare ${verdict(ratioOf(fsName), goal)}${pgGoal} | | | |`,
+        `| ${size / 1024} KiB | **goals** | fs blobs / bare ${verdict(ratioOf(fsName), goal)} (no blob cache: ${fmt(ratioOf(fsColdName), 3)}×)${pgGoal} | | | |`,
       );
     }
   } finally {
