@@ -18,8 +18,8 @@ export const PG_CHUNK_BYTES = 1024 * 1024;
  * A chunk's bytes as the database sends them: base64 text (line-wrapped, which Node's decoder
  * skips). Without it `pg` receives a `bytea` as hex text, twice the bytes' size, that the server
  * encodes and this process decodes (`pg` has no binary results it would not mangle: it reads
- * every value as UTF-8 text first); base64 is a third smaller on the wire and about a third
- * cheaper here per chunk.
+ * every value as UTF-8 text first); base64 is a third smaller on the wire, costs this process
+ * about 40% less CPU per MiB, and the database about the same as hex.
  */
 const CHUNK_BYTES_SQL = "encode(data, 'base64')";
 
@@ -27,8 +27,8 @@ const CHUNK_BYTES_SQL = "encode(data, 'base64')";
  * Blobs as ordered `bytea` chunk rows (`pg` cannot stream a single `bytea` value). A put inserts
  * chunks as they arrive, outside any transaction, under a key nothing refers to yet; the blob is
  * complete when `put` resolves, and only then does a version row point at it. A failed put
- * deletes what it inserted. Reads fetch one chunk at a time, so memory stays at one chunk; a whole read is one statement
- * per chunk (the first also answers how many there are).
+ * deletes what it inserted. Reads fetch one chunk at a time, so memory stays at one chunk; a
+ * whole read is one statement per chunk (the first also answers how many there are).
  */
 export class PostgresBlobStore implements BlobStore {
   readonly driver = 'postgres' as const;
