@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+import { enableCompileCache } from './compile-cache';
 import { answerCredsFromCache } from './creds-fast-path';
 
 /**
@@ -6,9 +7,12 @@ import { answerCredsFromCache } from './creds-fast-path';
  * of its calls, so that one is answered from the credentials cache when it can be, before
  * anything else is loaded (no commander, Nest, TypeORM or command module): then Node's own
  * start is nearly all it costs. Everything else, and `creds` with nothing reusable cached, runs
- * the full CLI in `program.ts`.
+ * the full CLI in `program.ts`. On Node ≥ 22.1 every module loaded after the first line is kept
+ * compiled on disk (`enableCompileCache`).
  */
 export async function main(args: string[]): Promise<void> {
+  // Before anything big is loaded: what loads after this is compiled once, then kept.
+  enableCompileCache();
   if (answerCredsFromCache(args)) return;
   const program = await import('./program');
   await program.main(args);

@@ -82,6 +82,10 @@ export function createDataSource(
     migrations: MIGRATIONS,
     migrationsTableName: 'schema_migrations',
     uuidExtension: 'pgcrypto',
+    // PGlite has no pgcrypto (nor needs it: gen_random_uuid() is built into PostgreSQL 13+).
+    // TypeORM's `CREATE EXTENSION IF NOT EXISTS` on connecting only failed there, on every
+    // start (a failed statement costs PGlite its error recovery, ~100 ms).
+    installExtensions: !embedded,
     synchronize: false,
     migrationsRun: false,
     logging: false,

@@ -21,6 +21,22 @@ import { SnapshotUnpackError, unpackSnapshot } from './snapshot-unpack';
 /** The port number only names the socket file (`.s.PGSQL.<port>`); nothing listens on TCP. */
 export const EMBEDDED_SOCKET_PORT = 5432;
 
+/**
+ * PostgreSQL's buffer cache of the embedded database. initdb writes 128MB into postgresql.conf;
+ * PostgreSQL zeroes its shared memory at every start, and PGlite's WebAssembly does that one
+ * byte range after another: at 128MB that `memset` alone is a few hundred ms of every start, and
+ * the memory stays taken (WebAssembly memory never shrinks). The embedded database holds the
+ * metadata of one installation (state bytes live in the blob store), far less than this.
+ */
+export const EMBEDDED_SHARED_BUFFERS = '16MB';
+
+/** PGlite's own start parameters, and the settings above (a `-c` wins over postgresql.conf). */
+const EMBEDDED_START_PARAMS = [
+  ...PGlite.defaultStartParams,
+  '-c',
+  `shared_buffers=${EMBEDDED_SHARED_BUFFERS}`,
+];
+
 /** How the database in the data dir came to be: `existing`, or made now from what. */
 export type EmbeddedOrigin = 'existing' | 'snapshot' | 'initdb';
 
@@ -66,6 +82,7 @@ export class EmbeddedPostgres {
       const pgliteWasmModule = await precompiledPglite();
       const db = await PGlite.create({
         dataDir: pgDir,
+        startParams: EMBEDDED_START_PARAMS,
         ...(pgliteWasmModule && { pgliteWasmModule }),
       });
       const server = new PgliteBridge(db, socketPath, options.watched ?? new WatchedTables());
