@@ -1,4 +1,5 @@
 import { createHash, randomUUID } from 'node:crypto';
+import { crc32 } from 'node:zlib';
 import { DATABASE_KIND } from '../support/database';
 import {
   badSignature,
@@ -49,6 +50,27 @@ const fresh = (r: Signed): Signed => ({
   ...r,
   headers: { ...r.headers, 'amz-sdk-invocation-id': randomUUID() },
 });
+
+/** `data` as aws-chunked with a trailing CRC32 (as Terraform's SDK sends a body over https). */
+function awsChunked(
+  data: Buffer,
+  checksumOf: Buffer = data,
+): { body: Buffer; headers: Record<string, string> } {
+  const crc = Buffer.alloc(4);
+  crc.writeUInt32BE(crc32(checksumOf));
+  const body = Buffer.concat([
+    Buffer.from(`${data.length.toString(16)}\r\n`),
+    data,
+    Buffer.from(`\r\n0\r\nx-amz-checksum-crc32:${crc.toString('base64')}\r\n\r\n`),
+  ]);
+  const headers = {
+    'content-encoding': 'aws-chunked',
+    'x-amz-content-sha256': 'STREAMING-UNSIGNED-PAYLOAD-TRAILER',
+    'x-amz-decoded-content-length': String(data.length),
+    'x-amz-trailer': 'x-amz-checksum-crc32',
+  };
+  return { body, headers };
+}
 
 const md5Base64 = (b: Buffer): string => createHash('md5').update(b).digest('base64');
 
@@ -145,6 +167,19 @@ describe(`S3 writes below Express answer as the controller does (${DATABASE_KIND
       { method: 'PUT', key: LOCK, body: Buffer.alloc(64 * 1024 + 1, 0x20) },
       { status: 400, code: 'EntityTooLarge' },
     );
+  });
+
+  it('an aws-chunked lock with a trailing checksum, and one whose checksum is wrong', async () => {
+    const chunked = (checksumOf?: Buffer): Signed => {
+      const { body, headers } = awsChunked(LOCK_INFO, checksumOf);
+      return { method: 'PUT', key: LOCK, body, headers: { 'if-none-match': '*', ...headers } };
+    };
+    await expectSame(scope.writer, chunked(), { status: 200 }, { between: dropLock });
+    await dropLock();
+    await expectSame(scope.writer, chunked(Buffer.from('other')), {
+      status: 400,
+      code: 'BadDigest',
+    });
   });
 
   it('refusals: bad signature, unknown bucket, no permission, virtual-hosted style', async () => {
