@@ -3,7 +3,8 @@ import { createHash } from 'node:crypto';
 import { AuditService } from '../audit/audit.service';
 import type { Principal } from '../common/principal';
 import type { StatementStep, TransactionStep } from '../database/sql';
-import { S3Error } from './s3-errors';
+import { DomainError } from '../common/errors';
+import { S3_ERRORS, S3Error, s3CodeOf } from './s3-errors';
 import type { SigningContext } from './sigv4';
 import { UsedSignatureRepository } from './used-signature.repository';
 
@@ -104,6 +105,27 @@ export class ReplayGuardService implements OnModuleInit, BeforeApplicationShutdo
     };
   }
 
+  /**
+   * Runs a verified request's operation under its replay guard (none for reads): the operation
+   * gets the guard to claim the signature in its own transaction; when it refuses the request
+   * (a 4xx), the signature is recorded anyway (`claimAfterRefusal`). The controller and the
+   * write routes below Express (`S3WriteRoute`) both go through here.
+   */
+  async guarded<T>(
+    principal: Principal,
+    method: string,
+    signing: SigningContext,
+    operation: (guard: ReplayGuard | undefined) => Promise<T>,
+  ): Promise<T> {
+    const guard = this.guardFor(principal, method, signing);
+    try {
+      return await operation(guard);
+    } catch (e) {
+      if (guard && isRefusal(e)) await guard.claimAfterRefusal();
+      throw e;
+    }
+  }
+
   async sweep(now = Date.now()): Promise<number> {
     try {
       return await this.signatures.sweep(new Date(now - SWEEP_MARGIN_MS));
@@ -112,4 +134,20 @@ export class ReplayGuardService implements OnModuleInit, BeforeApplicationShutdo
       return 0;
     }
   }
+}
+
+/**
+ * Whether an operation refused the request (a 4xx: a precondition, a conflict, a bad body) —
+ * after which its signature is recorded anyway — rather than failing (a 5xx: it may be sent
+ * again as it is) or being refused as a replay (recorded already).
+ */
+function isRefusal(e: unknown): boolean {
+  if (e instanceof ReplayedRequestError) return false;
+  const status =
+    e instanceof S3Error
+      ? e.status
+      : e instanceof DomainError
+        ? S3_ERRORS[s3CodeOf(e.code)]
+        : undefined;
+  return status !== undefined && status >= 400 && status < 500;
 }

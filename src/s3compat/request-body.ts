@@ -1,4 +1,4 @@
-import type { Request } from 'express';
+import type { IncomingMessage } from 'node:http';
 import type { Readable, Transform } from 'node:stream';
 import { AwsChunkedDecoder, AwsChunkedOptions, awsChunkedOptionsFromRequest } from './aws-chunked';
 import {
@@ -77,7 +77,7 @@ export interface OpenedRequestBody {
 
 /** Opens the body of an S3 request: planned from its headers once, decoded and checked as it streams. */
 export function openRequestBody(
-  req: Request,
+  req: IncomingMessage,
   signing: SigningContext,
   md5: boolean,
 ): OpenedRequestBody {

@@ -245,7 +245,7 @@ export class S3ObjectsService implements OnApplicationBootstrap {
   async putObject(
     principal: Principal,
     key: string,
-    req: Request,
+    req: IncomingMessage,
     signing: SigningContext,
     guard?: ReplayGuard,
   ): Promise<S3Reply> {
@@ -303,7 +303,7 @@ export class S3ObjectsService implements OnApplicationBootstrap {
   async deleteObject(
     principal: Principal,
     key: string,
-    req: Request,
+    req: IncomingMessage,
     guard?: ReplayGuard,
   ): Promise<S3Reply> {
     const { kind, addr } = resolveObject(key, this.config.s3Door.workspacePrefixes);

@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { ServerResponse } from 'node:http';
 import type { LeanRoute } from '../common/lean-route';
 import { S3AuthService } from './s3-auth.service';
 import { answerS3Error } from './s3-exception.filter';
@@ -7,21 +7,7 @@ import { S3ObjectsService } from './s3-objects.service';
 import { s3Operation } from './s3-operation';
 import { sendS3Reply } from './s3-replies';
 import { parseTarget, s3BaseOf } from './s3-request';
-import { isDecodablePath } from './s3-uri';
-import { PRESIGN_PARAMS } from './sigv4';
-
-/**
- * The query parameters a plain GetObject or HeadObject may carry: the presigning ones (SigV4's,
- * the session token, the payload hash) and the SDK's `x-id`.
- */
-const PLAIN_READ_PARAMS = new Set<string>([
-  ...PRESIGN_PARAMS,
-  'X-Amz-Security-Token',
-  'X-Amz-Content-Sha256',
-  'x-id',
-]);
-
-type S3Message = IncomingMessage & { originalUrl?: string };
+import { hasNoBody, isPlainObjectRequest, S3Message, urlOf } from './s3-lean-request';
 
 /**
  * GetObject and HeadObject of the S3 door — what `terraform plan` asks of `backend "s3"` — served
@@ -41,28 +27,9 @@ export class S3ReadRoute implements LeanRoute {
   ) {}
 
   accepts(req: S3Message): boolean {
-    if (req.method !== 'GET' && req.method !== 'HEAD') return false;
-    const h = req.headers;
-    if (
-      (h['content-length'] !== undefined && h['content-length'] !== '0') ||
-      h['transfer-encoding']
-    )
-      return false;
-    const url = urlOf(req);
-    const base = s3BaseOf(req);
-    if (!url.startsWith(`${base}/`)) return false;
-    const q = url.indexOf('?');
-    const path = q < 0 ? url : url.slice(0, q);
-    // `<base>/<bucket>/<key>`: a bucket, then a key that is not empty.
-    const slash = path.indexOf('/', base.length + 1);
-    if (slash <= base.length + 1 || slash === path.length - 1) return false;
-    if (q >= 0) {
-      for (const pair of url.slice(q + 1).split('&')) {
-        const eq = pair.indexOf('=');
-        if (!PLAIN_READ_PARAMS.has(eq < 0 ? pair : pair.slice(0, eq))) return false;
-      }
-    }
-    return isDecodablePath(path);
+    return (
+      (req.method === 'GET' || req.method === 'HEAD') && hasNoBody(req) && isPlainObjectRequest(req)
+    );
   }
 
   operation(req: S3Message): string {
@@ -83,12 +50,4 @@ export class S3ReadRoute implements LeanRoute {
       answerS3Error(e, req, res);
     }
   }
-}
-
-/**
- * The target as received: on the main listener the URL itself; on the S3 door's own listener
- * `originalUrl`, which `s3RootListener` sets to it.
- */
-function urlOf(req: S3Message): string {
-  return req.originalUrl ?? req.url ?? '';
 }

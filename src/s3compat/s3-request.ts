@@ -1,4 +1,3 @@
-import type { Request } from 'express';
 import type { IncomingMessage } from 'node:http';
 import { isIP } from 'node:net';
 import { Readable } from 'node:stream';
@@ -85,7 +84,7 @@ export function virtualHostedBucket(
 
 /** Pipes the request through the body transforms (aws-chunked decoding, digest checks). */
 export function decodedBody(
-  req: Request,
+  req: IncomingMessage,
   transforms: readonly import('node:stream').Transform[],
 ): Readable {
   let stream: Readable = req;

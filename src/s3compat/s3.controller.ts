@@ -3,11 +3,10 @@ import { ApiExcludeController } from '@nestjs/swagger';
 import { RawBody } from '../common/body-parsing';
 import type { Request, Response } from 'express';
 import { SelfAuthenticated } from '../common/route-auth';
-import { DomainError } from '../common/errors';
 import { ThroughDoor } from '../common/request-context';
 import { S3AuthService, S3Caller } from './s3-auth.service';
-import { ReplayedRequestError, ReplayGuard, ReplayGuardService } from './replay-guard.service';
-import { S3_ERRORS, S3Error, s3CodeOf } from './s3-errors';
+import { ReplayGuard, ReplayGuardService } from './replay-guard.service';
+import { S3Error } from './s3-errors';
 import { S3ExceptionFilter } from './s3-exception.filter';
 import { parseTarget, s3BaseOf, S3Target, UNSUPPORTED_SUB_RESOURCES } from './s3-request';
 import { S3MultipartService } from './s3-multipart.service';
@@ -41,14 +40,9 @@ export class S3Controller {
     this.s3.assertPathStyle(req.headers.host);
     const caller = await this.auth.authenticate(req, target);
     // Every signed write is accepted once (see ReplayGuardService).
-    const guard = this.replay.guardFor(caller.principal, req.method, caller.signing);
-    let reply: S3Reply;
-    try {
-      reply = await this.dispatch(caller, target, req, guard);
-    } catch (e) {
-      if (guard && isRefusal(e)) await guard.claimAfterRefusal();
-      throw e;
-    }
+    const reply = await this.replay.guarded(caller.principal, req.method, caller.signing, (guard) =>
+      this.dispatch(caller, target, req, guard),
+    );
     await sendS3Reply(res, reply, req.method === 'HEAD');
   }
 
@@ -119,22 +113,6 @@ export class S3Controller {
         );
     }
   }
-}
-
-/**
- * Whether an operation refused the request (a 4xx: a precondition, a conflict, a bad body) —
- * after which its signature is recorded anyway — rather than failing (a 5xx: it may be sent
- * again as it is) or being refused as a replay (recorded already).
- */
-function isRefusal(e: unknown): boolean {
-  if (e instanceof ReplayedRequestError) return false;
-  const status =
-    e instanceof S3Error
-      ? e.status
-      : e instanceof DomainError
-        ? S3_ERRORS[s3CodeOf(e.code)]
-        : undefined;
-  return status !== undefined && status >= 400 && status < 500;
 }
 
 function hasSubResource(q: Map<string, string>): boolean {

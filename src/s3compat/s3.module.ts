@@ -7,6 +7,7 @@ import { ReplayGuardService } from './replay-guard.service';
 import { S3AuthService } from './s3-auth.service';
 import { S3Controller } from './s3.controller';
 import { S3ReadRoute } from './s3-read.route';
+import { S3WriteRoute } from './s3-write.route';
 import { S3MultipartService } from './s3-multipart.service';
 import { S3ObjectsService } from './s3-objects.service';
 import { UsedSignatureRepository } from './used-signature.repository';
@@ -23,7 +24,8 @@ import { UsedSignatureRepository } from './used-signature.repository';
     ReplayGuardService,
     UsedSignatureRepository,
     S3ReadRoute,
+    S3WriteRoute,
   ],
-  exports: [S3ReadRoute],
+  exports: [S3ReadRoute, S3WriteRoute],
 })
 export class S3Module {}

@@ -2,6 +2,7 @@ import type { IncomingMessage } from 'node:http';
 import { BackendLockRoute } from '../../src/backend/backend-lock.route';
 import { BackendReadRoute } from '../../src/backend/backend-read.route';
 import { S3ReadRoute } from '../../src/s3compat/s3-read.route';
+import { S3WriteRoute } from '../../src/s3compat/s3-write.route';
 import { markAtRoot } from '../../src/s3compat/s3-request';
 
 /**
@@ -78,6 +79,78 @@ describe('S3ReadRoute.accepts', () => {
   it('at the root of the S3 listener, reads the path as received', () => {
     expect(route.accepts(request('GET', '/tfstate', {}, true))).toBe(false);
     expect(route.accepts(request('GET', '/s3/tfstate/k', {}, true))).toBe(true); // bucket `s3`
+  });
+});
+
+describe('S3WriteRoute.accepts', () => {
+  const write = new S3WriteRoute(undefined as never, undefined as never, undefined as never);
+  const PRESIGNED_PUT = PRESIGNED.replace('x-id=GetObject', 'x-id=PutObject');
+
+  it.each([
+    ['PUT', '/s3/tfstate/team/app.tfstate.tflock'],
+    ['PUT', '/s3/tfstate/team/app.tfstate'],
+    ['DELETE', '/s3/tfstate/team/app.tfstate.tflock'],
+    ['DELETE', '/s3/tfstate/team/app.tfstate'],
+    ['PUT', '/s3/tfstate/k?x-id=PutObject'],
+    ['DELETE', '/s3/tfstate/k?x-id=DeleteObject'],
+    ['PUT', `/s3/tfstate/k?${PRESIGNED_PUT}`],
+  ])('takes %s %s', (method, url) => {
+    expect(write.accepts(request(method, url, { 'content-length': '3' }))).toBe(method === 'PUT');
+    expect(write.accepts(request(method, url))).toBe(true);
+  });
+
+  it('takes a PUT with any body: the object service reads, decodes and checks it', () => {
+    const put = (headers: Record<string, string>) =>
+      write.accepts(request('PUT', '/s3/tfstate/k.tflock', headers));
+    expect(put({ 'transfer-encoding': 'chunked' })).toBe(true);
+    expect(
+      put({
+        'content-encoding': 'aws-chunked',
+        'x-amz-content-sha256': 'STREAMING-UNSIGNED-PAYLOAD-TRAILER',
+        'x-amz-trailer': 'x-amz-checksum-crc32',
+      }),
+    ).toBe(true);
+    expect(put({ 'content-md5': 'AAAA', 'if-none-match': '*' })).toBe(true);
+  });
+
+  it('at the root of the S3 listener, reads the path as received', () => {
+    expect(write.accepts(request('PUT', '/tfstate/team/app.tfstate.tflock', {}, true))).toBe(true);
+    expect(write.accepts(request('PUT', '/tfstate', {}, true))).toBe(false);
+  });
+
+  it.each([
+    ['GET', '/s3/tfstate/k', 'a read (S3ReadRoute)'],
+    ['HEAD', '/s3/tfstate/k', 'a read (S3ReadRoute)'],
+    ['POST', '/s3/tfstate/k', 'a POST'],
+    ['POST', '/s3/tfstate/k?uploads', 'a multipart start'],
+    ['PUT', '/s3/tfstate/k?partNumber=1&uploadId=u', 'UploadPart'],
+    ['PUT', '/s3/tfstate/k?uploadId=u', 'UploadPart'],
+    ['DELETE', '/s3/tfstate/k?uploadId=u', 'AbortMultipartUpload'],
+    ['PUT', '/s3/tfstate', 'CreateBucket'],
+    ['PUT', '/s3/tfstate/', 'CreateBucket (empty key)'],
+    ['DELETE', '/s3/tfstate', 'a bucket'],
+    ['PUT', '/s3', 'the service'],
+    ['PUT', '/s3//k', 'an empty bucket name'],
+    ['PUT', '/s3x/tfstate/k', 'another path'],
+    ['PUT', '/S3/tfstate/k', 'the prefix in another case (the router decides)'],
+    ['PUT', '/v1/backend/a', 'another door'],
+    ['PUT', '/s3/tfstate/k?acl', 'a sub-resource'],
+    ['PUT', '/s3/tfstate/k?tagging', 'a sub-resource'],
+    ['DELETE', '/s3/tfstate/k?versionId=3', 'a version'],
+    ['DELETE', '/s3/tfstate?delete', 'DeleteObjects'],
+    ['PUT', '/s3/tfstate/k?X-Amz-Signature=a&acl', 'a parameter after presigning'],
+    ['PUT', '/s3/tfstate/k%ZZ', 'a malformed escape'],
+    ['DELETE', '/s3/tfstate/%E0%A4', 'bytes that are not UTF-8'],
+  ])('leaves %s %s to the controller (%s)', (method, url) => {
+    expect(write.accepts(request(method, url))).toBe(false);
+  });
+
+  it('leaves a DELETE with a body to the controller', () => {
+    const del = (headers: Record<string, string>) =>
+      write.accepts(request('DELETE', '/s3/tfstate/k.tflock', headers));
+    expect(del({ 'content-length': '3' })).toBe(false);
+    expect(del({ 'transfer-encoding': 'chunked' })).toBe(false);
+    expect(del({ 'content-length': '0' })).toBe(true);
   });
 });
 
