@@ -82,7 +82,8 @@ function recordedSteps(middleware: typeof jsonHeaders): readonly HeaderStep[] {
   };
   let done = false;
   middleware({} as IncomingMessage, answer as unknown as ServerResponse, (err?: unknown) => {
-    if (err !== undefined) throw err instanceof Error ? err : new Error(String(err));
+    if (err !== undefined)
+      throw err instanceof Error ? err : new Error('helmet refused its options');
     done = true;
   });
   if (!done) throw new Error('the HTTP backend headers could not be recorded');
