@@ -59,6 +59,14 @@ export async function pooledRows<T>(ds: DataSource, text: string, values: unknow
   if (!pool) return await ds.query<T[]>(text, values);
   // As through TypeORM, a connection that cannot be had fails with the driver's own error.
   const client: PoolClient = await pool.connect();
+  // While lent out, a connection that breaks tells only its holder (the pool listens to idle
+  // ones): as TypeORM's runner does, it is listened to, and given back broken so the pool
+  // drops it instead of lending it again.
+  let broken: Error | undefined;
+  const onError = (e: Error): void => {
+    broken ??= e;
+  };
+  client.on('error', onError);
   try {
     const name = statementName(ds, text);
     const config: QueryConfig = name === undefined ? { text, values } : { name, text, values };
@@ -73,6 +81,7 @@ export async function pooledRows<T>(ds: DataSource, text: string, values: unknow
     ds.logger.logQueryError(e as Error, text, values);
     throw new QueryFailedError(text, values, e as Error);
   } finally {
-    client.release();
+    client.removeListener('error', onError);
+    client.release(broken);
   }
 }

@@ -14,12 +14,19 @@ function fakeDataSource(answer: (c: QueryConfig) => unknown) {
       return Promise.resolve().then(() => answer(c));
     }),
     release: (e?: unknown) => released.push(e),
+    listeners: [] as ((e: Error) => void)[],
+    on(event: string, f: (e: Error) => void) {
+      if (event === 'error') this.listeners.push(f);
+    },
+    removeListener(event: string, f: (e: Error) => void) {
+      if (event === 'error') this.listeners = this.listeners.filter((g) => g !== f);
+    },
   };
   const ds = {
     driver: { master: { connect: () => Promise.resolve(client) } },
     logger: { logQueryError: (_e: unknown, text: string) => logged.push(text) },
   } as unknown as DataSource;
-  return { ds, sent, released, logged };
+  return { ds, sent, released, logged, client };
 }
 
 describe('pooledRows (the lock fast paths on the pool itself)', () => {
@@ -79,5 +86,19 @@ describe('pooledRows (the lock fast paths on the pool itself)', () => {
     expect((e as QueryFailedError).driverError).toBe(pgError);
     expect(logged).toEqual(['DELETE FROM x']);
     expect(released).toEqual([undefined]);
+  });
+
+  it('a connection that breaks while it runs the statement is given back broken (the pool drops it), and nothing crashes', async () => {
+    const broken = new Error('Connection terminated unexpectedly');
+    const fake = fakeDataSource(() => {
+      // pg tells the holder by an 'error' event, and fails the query
+      for (const f of fake.client.listeners) f(broken);
+      throw broken;
+    });
+    await expect(fake.ds && mod.pooledRows(fake.ds, 'SELECT 1', [])).rejects.toThrow(
+      'Connection terminated unexpectedly',
+    );
+    expect(fake.released).toEqual([broken]);
+    expect(fake.client.listeners).toEqual([]);
   });
 });
