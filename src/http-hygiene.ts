@@ -60,9 +60,49 @@ const jsonHeaders = helmet({
   },
 });
 
-/** The HTTP backend's headers, for its route served below Express (`withLeanRoutes`). */
-export function setBackendHeaders(req: IncomingMessage, res: ServerResponse): void {
-  jsonHeaders(req, res, () => undefined);
+/** One header change helmet makes to an answer: a header set, or one removed (`X-Powered-By`). */
+type HeaderStep = { name: string; value: string | number | readonly string[] } | { name: string };
+
+/**
+ * What `middleware` does to every answer, recorded once on a stand-in answer: helmet's headers
+ * with these options do not depend on the request (no nonces, no per-request directives). The
+ * stand-in has nothing but `setHeader` and `removeHeader`, so a middleware that would read the
+ * request or the answer fails here, at start, instead of being recorded wrong.
+ */
+function recordedSteps(middleware: typeof jsonHeaders): readonly HeaderStep[] {
+  const steps: HeaderStep[] = [];
+  const answer = {
+    setHeader: (name: string, value: string | number | readonly string[]) => {
+      steps.push({ name, value });
+      return answer;
+    },
+    removeHeader: (name: string) => {
+      steps.push({ name });
+    },
+  };
+  let done = false;
+  middleware({} as IncomingMessage, answer as unknown as ServerResponse, (err?: unknown) => {
+    if (err !== undefined)
+      throw err instanceof Error ? err : new Error('helmet refused its options');
+    done = true;
+  });
+  if (!done) throw new Error('the HTTP backend headers could not be recorded');
+  return steps;
+}
+
+/** The JSON API's headers as helmet sets them, recorded once (`recordedSteps`). */
+const BACKEND_HEADER_STEPS = recordedSteps(jsonHeaders);
+
+/**
+ * The HTTP backend's headers, for its route served below Express (`withLeanRoutes`): the JSON
+ * API's helmet headers, replayed from one recording instead of running helmet's middleware
+ * chain on every request.
+ */
+export function setBackendHeaders(_req: IncomingMessage, res: ServerResponse): void {
+  for (const step of BACKEND_HEADER_STEPS) {
+    if ('value' in step) res.setHeader(step.name, step.value);
+    else res.removeHeader(step.name);
+  }
 }
 
 /**

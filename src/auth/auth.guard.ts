@@ -7,7 +7,7 @@ import { DomainError } from '../common/errors';
 import { Door, DOOR_KEY, setRequestDoor } from '../common/request-context';
 import { MetricsService } from '../metrics/metrics.service';
 import { ALLOW_BASIC_AUTH, IS_PUBLIC, SELF_AUTHENTICATED } from '../common/route-auth';
-import { CREDENTIAL_VERIFIERS, CredentialVerifier } from './credential-verifier';
+import { CREDENTIAL_VERIFIERS, CredentialVerifier, secretDigest } from './credential-verifier';
 import { ANONYMOUS_ADMIN, Principal, PRINCIPAL_KEY } from '../common/principal';
 
 /** The bearer secret of a request: `Bearer <token>`, or where allowed the basic-auth password. */
@@ -66,9 +66,11 @@ export class RequestAuthenticator {
           : 'authentication required: send Authorization: Bearer <token>',
       );
     }
+    // The secret is hashed at most once, whichever verifiers look at its hash.
+    const digest = secretDigest(secret);
     try {
       for (const verifier of this.verifiers) {
-        const principal = await verifier.verify(secret);
+        const principal = await verifier.verify(secret, digest);
         if (principal) return principal;
       }
       throw new DomainError('unauthenticated', 'the token is not valid');

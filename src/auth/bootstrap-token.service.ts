@@ -5,7 +5,7 @@ import { AuditService } from '../audit/audit.service';
 import { APP_CONFIG, AppConfig } from '../config/config';
 import { DomainError } from '../common/errors';
 import { holdUntilStarted } from '../common/startup';
-import { CredentialVerifier } from './credential-verifier';
+import { CredentialVerifier, SecretDigest } from './credential-verifier';
 import { BOOTSTRAP_ADMIN, Principal } from '../common/principal';
 import { insertSettingIfAbsent, putSetting, readSetting } from '../database/settings.repository';
 import { ADVISORY_LOCK, transaction, withAdvisoryLock } from '../database/transaction';
@@ -75,10 +75,11 @@ export class BootstrapTokenService implements CredentialVerifier, OnModuleInit {
     this.logger.warn('generated a bootstrap token: printed once on stderr when start-up is done');
   }
 
-  async verify(secret: string): Promise<Principal | null> {
+  async verify(secret: string, digest?: SecretDigest): Promise<Principal | null> {
+    const hashed = (): Buffer => (digest ? digest() : sha256(secret));
     let ok = false;
     if (this.configured) {
-      ok = timingSafeEqual(sha256(secret), this.configured);
+      ok = timingSafeEqual(hashed(), this.configured);
       // With a configured token, a generated one (from an earlier start) no longer counts.
       if (!ok && !secret.startsWith(BOOTSTRAP_TOKEN_PREFIX)) return null;
     } else {
@@ -87,7 +88,7 @@ export class BootstrapTokenService implements CredentialVerifier, OnModuleInit {
       ok =
         stored !== undefined &&
         stored !== DISABLED &&
-        timingSafeEqual(sha256(secret), Buffer.from(stored, 'hex'));
+        timingSafeEqual(hashed(), Buffer.from(stored, 'hex'));
     }
     if (!ok) throw new DomainError('unauthenticated', 'invalid bootstrap token');
     this.audit.record({

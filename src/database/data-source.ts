@@ -3,6 +3,7 @@ import { AdvancedConsoleLogger, DataSource, DataSourceOptions, QueryRunner } fro
 import { MIGRATIONS } from '../../migrations';
 import type { AppConfig } from '../config/config';
 import { EMBEDDED_SOCKET_PORT } from './embedded-postgres';
+import { allowNamedStatements } from './pooled-statement';
 
 export interface DatabaseTarget {
   /** A postgres:// URL, or the socket directory of the embedded database. */
@@ -68,7 +69,7 @@ export function createDataSource(
   statements?: StatementCounts,
 ): DataSource {
   const embedded = target.socketDir !== undefined;
-  return new DataSource({
+  const ds = new DataSource({
     type: 'postgres',
     ...(embedded
       ? {
@@ -103,6 +104,10 @@ export function createDataSource(
       ...(embedded ? {} : { statement_timeout: 30_000, query_timeout: 35_000 }),
     },
   });
+  // PGlite's one session outlives the pool's connections: a statement prepared there would
+  // still exist when the next connection prepares it again.
+  if (!embedded) allowNamedStatements(ds);
+  return ds;
 }
 
 /** TypeORM's own logger (logging off, as before), telling the observer of failed statements. */

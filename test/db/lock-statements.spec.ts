@@ -10,7 +10,7 @@ import { UsedSignatureRepository } from '../../src/s3compat/used-signature.repos
 import { MemoryBlobStore } from '../../src/storage/memory-blob.store';
 import { DATABASE_KIND, ON_POSTGRES, onTestDatabase, TestDatabase } from '../support/database';
 import { ALICE, BOB, buildServices, failure, Services } from '../support/services';
-import { statementsOf } from '../support/statements';
+import { sentStatementsOf, statementsOf } from '../support/statements';
 
 const info = (id: string): Buffer =>
   Buffer.from(
@@ -49,6 +49,36 @@ describe(`LOCK and UNLOCK as one statement each (${DATABASE_KIND})`, () => {
     // And the lock is gone, remembered for a retried release, both events audited.
     await s.locks.release(ALICE, addr, 'L1');
     expect(s.audit.events.slice(-2).map((e) => e.type)).toEqual(['lock.acquire', 'lock.release']);
+  });
+
+  it('a LOCK and its UNLOCK run on the pool, without a TypeORM QueryRunner, as statements prepared once per connection on PostgreSQL', async () => {
+    const addr = await existingState();
+    const runners = jest.spyOn(db.dataSource, 'createQueryRunner');
+    try {
+      const sent = await sentStatementsOf(async () => {
+        for (const id of ['P1', 'P2']) {
+          await s.locks.acquire(ALICE, addr, info(id), { generateId: false });
+          await s.locks.release(ALICE, addr, id);
+        }
+      });
+      expect(runners).not.toHaveBeenCalled();
+      expect(sent).toHaveLength(4);
+      const [lock1, unlock1, lock2, unlock2] = sent;
+      // The same text each time (the values are parameters), so a connection plans it once.
+      expect(lock2.text).toBe(lock1.text);
+      expect(unlock2.text).toBe(unlock1.text);
+      if (ON_POSTGRES) {
+        expect(lock1.name).toMatch(/^statehouse_\d+$/);
+        expect(unlock1.name).toMatch(/^statehouse_\d+$/);
+        expect(unlock1.name).not.toBe(lock1.name);
+        expect([lock2.name, unlock2.name]).toEqual([lock1.name, unlock1.name]);
+      } else {
+        // PGlite's one session outlives the pool's connections: nothing is prepared by name.
+        expect(sent.map((x) => x.name)).toEqual([undefined, undefined, undefined, undefined]);
+      }
+    } finally {
+      runners.mockRestore();
+    }
   });
 
   it('a refused LOCK of a held state is one statement too, and refuses with the holder', async () => {

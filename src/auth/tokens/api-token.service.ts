@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { AuditService } from '../../audit/audit.service';
 import { DomainError } from '../../common/errors';
 import { AuthorizationService } from '../../rbac/authorization.service';
-import { CredentialVerifier } from '../credential-verifier';
+import { CredentialVerifier, SecretDigest } from '../credential-verifier';
 import { ApiTokenRow, ApiTokenWithLogin, IdentityRepository } from '../identity.repository';
 import { BOOTSTRAP_ADMIN, Principal } from '../../common/principal';
 import { epochSeconds } from '../revocation/credential-parent';
@@ -153,9 +153,9 @@ export class ApiTokenService implements CredentialVerifier {
     }
   }
 
-  async verify(secret: string): Promise<Principal | null> {
+  async verify(secret: string, digest?: SecretDigest): Promise<Principal | null> {
     if (!secret.startsWith(API_TOKEN_PREFIX)) return null;
-    const hash = sha256Hex(secret);
+    const hash = digest ? digest().toString('hex') : sha256Hex(secret);
     const allowed = this.revocations.cachingAllowed;
     let kept = allowed ? this.kept.get(hash) : undefined;
     const reused = kept !== undefined;

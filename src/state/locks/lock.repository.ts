@@ -1,4 +1,5 @@
 import { Injectable } from '@nestjs/common';
+import { pooledRows } from '../../database/pooled-statement';
 import { SqlParams, sqlRows } from '../../database/sql';
 import { DataSource, EntityManager } from 'typeorm';
 import { HeldLock } from '../../common/errors';
@@ -108,7 +109,7 @@ export class LockRepository {
        WHERE NOT EXISTS (SELECT 1 FROM won)
       UNION ALL
       SELECT 'found', NULL, NULL, NULL, NULL FROM target`;
-    const rows = await sqlRows<OutcomeRow>(this.db.manager, sql, params.values);
+    const rows = await pooledRows<OutcomeRow>(this.db, sql, params.values);
     const won = rows.find((r) => r.outcome === 'won');
     if (won) return { outcome: 'won', lock: toHeldLock(won) };
     const held = rows.find((r) => r.outcome === 'held');
@@ -140,7 +141,7 @@ export class LockRepository {
       ),
       remembered AS (${remember(params, 'released')})${alongside(params, steps, 'EXISTS (SELECT 1 FROM released)')}
       SELECT count(*)::int AS released FROM released`;
-    const rows = await sqlRows<{ released: number }>(this.db.manager, sql, params.values);
+    const rows = await pooledRows<{ released: number }>(this.db, sql, params.values);
     return rows[0].released > 0;
   }
 

@@ -1,0 +1,104 @@
+import type { QueryConfig } from 'pg';
+import type { DataSource, QueryFailedError } from 'typeorm';
+
+type PooledModule = typeof import('../../src/database/pooled-statement');
+
+/** A data source whose pool's one connection answers with `answer`, recording what it was sent. */
+function fakeDataSource(answer: (c: QueryConfig) => unknown) {
+  const sent: QueryConfig[] = [];
+  const released: unknown[] = [];
+  const logged: string[] = [];
+  const client = {
+    query: jest.fn((c: QueryConfig) => {
+      sent.push(c);
+      return Promise.resolve().then(() => answer(c));
+    }),
+    release: (e?: unknown) => released.push(e),
+    listeners: [] as ((e: Error) => void)[],
+    on(event: string, f: (e: Error) => void) {
+      if (event === 'error') this.listeners.push(f);
+    },
+    removeListener(event: string, f: (e: Error) => void) {
+      if (event === 'error') this.listeners = this.listeners.filter((g) => g !== f);
+    },
+  };
+  const ds = {
+    driver: { master: { connect: () => Promise.resolve(client) } },
+    logger: { logQueryError: (_e: unknown, text: string) => logged.push(text) },
+  } as unknown as DataSource;
+  return { ds, sent, released, logged, client };
+}
+
+describe('pooledRows (the lock fast paths on the pool itself)', () => {
+  let mod: PooledModule;
+  beforeEach(() => {
+    jest.isolateModules(() => {
+      mod = jest.requireActual<PooledModule>('../../src/database/pooled-statement');
+    });
+  });
+
+  it('names each text once, the same name every time, and only where allowed', async () => {
+    const { ds, sent } = fakeDataSource(() => ({ rows: [{ ok: 1 }] }));
+    expect(await mod.pooledRows(ds, 'SELECT 1', [])).toEqual([{ ok: 1 }]);
+    expect(sent[0].name).toBeUndefined();
+    mod.allowNamedStatements(ds);
+    await mod.pooledRows(ds, 'SELECT $1::int', [1]);
+    await mod.pooledRows(ds, 'SELECT $1::int', [2]);
+    await mod.pooledRows(ds, 'SELECT $1::text', ['x']);
+    expect(sent.slice(1).map((c) => c.name)).toEqual([
+      'statehouse_1',
+      'statehouse_1',
+      'statehouse_2',
+    ]);
+    expect(sent[2].values).toEqual([2]);
+  });
+
+  it('gives at most MAX_NAMED_STATEMENTS names; later texts run unnamed', () => {
+    const { ds } = fakeDataSource(() => ({ rows: [] }));
+    mod.allowNamedStatements(ds);
+    for (let i = 0; i < mod.MAX_NAMED_STATEMENTS; i++) {
+      expect(mod.statementName(ds, `SELECT ${i}`)).toBe(`statehouse_${i + 1}`);
+    }
+    expect(mod.statementName(ds, 'SELECT -1')).toBeUndefined();
+    expect(mod.statementName(ds, 'SELECT 0')).toBe('statehouse_1');
+  });
+
+  it('a pooler that loses prepared statements: that statement runs again unnamed, and none is named after', async () => {
+    const { ds, sent, released } = fakeDataSource((c) => {
+      if (c.name !== undefined) throw Object.assign(new Error('gone'), { code: '26000' });
+      return { rows: [{ n: 1 }] };
+    });
+    mod.allowNamedStatements(ds);
+    expect(await mod.pooledRows(ds, 'SELECT 1', [])).toEqual([{ n: 1 }]);
+    expect(await mod.pooledRows(ds, 'SELECT 2', [])).toEqual([{ n: 1 }]);
+    expect(sent.map((c) => c.name)).toEqual(['statehouse_1', undefined, undefined]);
+    expect(released).toEqual([undefined, undefined]);
+  });
+
+  it('a failed statement is logged and thrown as TypeORM throws it, its connection returned unharmed', async () => {
+    const pgError = Object.assign(new Error('deadlock detected'), { code: '40P01' });
+    const { ds, released, logged } = fakeDataSource(() => {
+      throw pgError;
+    });
+    const e = await mod.pooledRows(ds, 'DELETE FROM x', [1]).catch((x: unknown) => x);
+    // (The module's own copy of TypeORM: isolateModules loads it afresh.)
+    expect((e as Error).constructor.name).toBe('QueryFailedError');
+    expect((e as QueryFailedError).driverError).toBe(pgError);
+    expect(logged).toEqual(['DELETE FROM x']);
+    expect(released).toEqual([undefined]);
+  });
+
+  it('a connection that breaks while it runs the statement is given back broken (the pool drops it), and nothing crashes', async () => {
+    const broken = new Error('Connection terminated unexpectedly');
+    const fake = fakeDataSource(() => {
+      // pg tells the holder by an 'error' event, and fails the query
+      for (const f of fake.client.listeners) f(broken);
+      throw broken;
+    });
+    await expect(fake.ds && mod.pooledRows(fake.ds, 'SELECT 1', [])).rejects.toThrow(
+      'Connection terminated unexpectedly',
+    );
+    expect(fake.released).toEqual([broken]);
+    expect(fake.client.listeners).toEqual([]);
+  });
+});
