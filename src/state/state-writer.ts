@@ -84,6 +84,7 @@ export class StateWriter {
     const ingest = new StateIngest(this.config.maxStateBytes, {
       digestKey: this.digester.keys,
       onBytes: (n) => lease.use(n),
+      verify: req.verify,
     });
     let stored = false;
     try {
@@ -96,7 +97,6 @@ export class StateWriter {
           throw new DomainError('checksum_mismatch', 'Content-MD5 does not match the body');
         }
       }
-      req.verify?.(digest);
       // Digesting and serialising the outputs is CPU work: done before the transaction, which on
       // the embedded database holds its only connection.
       const facts =
