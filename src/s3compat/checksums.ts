@@ -278,6 +278,13 @@ export interface BodyVerifierOptions {
   computeChecksums?: readonly ChecksumAlgorithm[];
   /** Compute the MD5 (the ETag of a single-part object). Default true. */
   md5?: boolean;
+  /**
+   * The body's SHA-256 and MD5 are computed downstream, by whoever stores the bytes (the state
+   * writer hashes every byte it stores), and handed to `BodyVerifier.check` at the end: neither
+   * is computed here (nor a SHA256 checksum, the same digest), and the end of this stream
+   * checks nothing. Each byte is hashed once.
+   */
+  hashedDownstream?: boolean;
 }
 
 /** `x-amz-checksum-*` names that are not checksum values. */
@@ -383,12 +390,16 @@ export class BodyDigester {
   private readonly hashers = new Map<ChecksumAlgorithm, Hasher>();
 
   constructor(opts: BodyVerifierOptions) {
-    if (opts.md5 !== false || opts.contentMd5 !== undefined) this.md5 = createHash('md5');
-    if (opts.contentSha256Hex !== undefined) this.sha256 = createHash('sha256');
+    const later = opts.hashedDownstream === true;
+    if (!later && (opts.md5 !== false || opts.contentMd5 !== undefined)) {
+      this.md5 = createHash('md5');
+    }
+    if (!later && opts.contentSha256Hex !== undefined) this.sha256 = createHash('sha256');
     for (const a of [
       ...(opts.checksum ? [opts.checksum.algorithm] : []),
       ...(opts.computeChecksums ?? []),
     ]) {
+      if (later && a === 'SHA256') continue;
       if (!this.hashers.has(a)) this.hashers.set(a, createChecksum(a));
     }
   }
@@ -454,11 +465,17 @@ export function checkDigests(
   return undefined;
 }
 
-/** Pass-through Transform that hashes the body and fails at its end on a mismatch. */
+/**
+ * Pass-through Transform that hashes the body and fails at its end on a mismatch — or, with
+ * `hashedDownstream`, keeps what it computed and checks it all in `check`, given the SHA-256
+ * and MD5 computed downstream.
+ */
 export class BodyVerifier extends Transform {
   private readonly digester: BodyDigester;
   /** Set once the whole body went through and matched every declaration. */
   digests: BodyDigests | undefined;
+  /** `hashedDownstream`: this stream's own digests and the checksum value, once it ended. */
+  private ended?: { digests: BodyDigests; value: string | undefined };
 
   constructor(private readonly opts: BodyVerifierOptions) {
     super();
@@ -481,6 +498,11 @@ export class BodyVerifier extends Transform {
         return;
       }
     }
+    if (this.opts.hashedDownstream) {
+      this.ended = { digests, value };
+      cb();
+      return;
+    }
     const error = checkDigests(digests, this.opts, value);
     if (error) {
       cb(error);
@@ -488,5 +510,28 @@ export class BodyVerifier extends Transform {
     }
     this.digests = digests;
     cb();
+  }
+
+  /**
+   * `hashedDownstream`: every declaration checked (in the order the end of the stream checks
+   * them otherwise), the body's SHA-256 and MD5 (hex) being `downstream`'s. Answers the error,
+   * or undefined when all match.
+   */
+  check(downstream: { sha256: string; md5: string }): S3Error | undefined {
+    if (!this.ended) throw new Error('the body has not gone through the verifier');
+    const { digests: own, value } = this.ended;
+    const sha256 = Buffer.from(downstream.sha256, 'hex');
+    const digests: BodyDigests = {
+      ...own,
+      md5: Buffer.from(downstream.md5, 'hex'),
+      sha256Hex: downstream.sha256,
+      checksums: { ...own.checksums },
+    };
+    const wantsSha256 =
+      this.opts.checksum?.algorithm === 'SHA256' || this.opts.computeChecksums?.includes('SHA256');
+    if (wantsSha256) digests.checksums.SHA256 = sha256.toString('base64');
+    const error = checkDigests(digests, this.opts, value);
+    if (!error) this.digests = digests;
+    return error;
   }
 }

@@ -75,22 +75,46 @@ export interface OpenedRequestBody {
   declaredLength: number | undefined;
 }
 
-/** Opens the body of an S3 request: planned from its headers once, decoded and checked as it streams. */
+/**
+ * Opens the body of an S3 request: planned from its headers once, decoded and checked as it
+ * streams. `hashedDownstream`: the consumer computes the body's SHA-256 and MD5 and hands them
+ * to `verifier.check` at the end (see `BodyVerifierOptions`).
+ */
 export function openRequestBody(
   req: IncomingMessage,
   signing: SigningContext,
   md5: boolean,
+  hashedDownstream = false,
 ): OpenedRequestBody {
   const head = describeS3Request(req);
   const plan = planRequestBody(head.lines, signing);
   if (!plan.ok) throw plan.error;
   const { transforms, verifier } = bodyTransforms({
     ...plan.value,
-    integrity: { ...plan.value.integrity, md5 },
+    integrity: { ...plan.value.integrity, md5, hashedDownstream },
   });
   return {
     stream: decodedBody(req, transforms),
     verifier,
     declaredLength: head.declaredLength,
+  };
+}
+
+/**
+ * The body of a PutObject of a state: decoded and checked like any body, its SHA-256 and MD5
+ * left to the state writer, which hashes every byte it stores; `verify` (the writer's
+ * `WriteRequest.verify`) checks every declaration against those digests as the body ends.
+ */
+export function openStateBody(
+  req: Request,
+  signing: SigningContext,
+): OpenedRequestBody & { verify: (digest: { sha256: string; md5: string }) => void } {
+  const body = openRequestBody(req, signing, false, true);
+  return {
+    ...body,
+    verify: (digest) => {
+      const mismatch = body.verifier.check(digest);
+      if (mismatch) throw mismatch;
+    },
   };
 }

@@ -23,7 +23,7 @@ import {
 } from './listing';
 import { resolveObject } from './object-key';
 import type { ReplayGuard } from './replay-guard.service';
-import { openRequestBody } from './request-body';
+import { openRequestBody, openStateBody } from './request-body';
 import { S3Error } from './s3-errors';
 import { describeS3Request, S3RequestHead } from './s3-headers';
 import { quoted, S3Reply, sse, xml } from './s3-replies';
@@ -257,8 +257,8 @@ export class S3ObjectsService implements OnApplicationBootstrap {
       );
     }
     const { kind, addr } = resolveObject(key, this.config.s3Door.workspacePrefixes);
-    const body = openRequestBody(req, signing, false);
     if (kind === 'lock') {
+      const body = openRequestBody(req, signing, false);
       // Terraform sends If-None-Match: * — a lock is only ever created, never overwritten, and
       // the locks module's insert-if-absent is what decides (412 when someone holds it).
       const info = await readAllLimited(body.stream, MAX_LOCK_INFO_BYTES, 'the lock object');
@@ -274,12 +274,15 @@ export class S3ObjectsService implements OnApplicationBootstrap {
       };
     }
     const { ifNoneMatch, ifMatch } = head;
+    // Hashed once, by the writer as it stores the bytes (SHA-256 and MD5).
+    const body = openStateBody(req, signing);
     const result = await this.writer.write({
       ...addr,
       principal,
       door: 's3',
       body: body.stream,
       contentLength: body.declaredLength,
+      verify: body.verify,
       inTransaction: guard?.claim,
       // Conditional writes, decided inside the write's transaction (no check-then-write).
       precondition: (current) => {

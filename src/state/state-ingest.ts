@@ -24,14 +24,25 @@ export class StateIngest extends Transform {
    */
   constructor(
     private readonly maxBytes: number,
-    options: { digestKey?: Buffer | DigestKeys; onBytes?: (n: number) => void } = {},
+    options: {
+      digestKey?: Buffer | DigestKeys;
+      onBytes?: (n: number) => void;
+      verify?: (digest: BodyDigest) => void;
+    } = {},
   ) {
     super();
     this.inspector = new StateInspector({ digestKey: options.digestKey });
     this.onBytes = options.onBytes;
+    this.verify = options.verify;
   }
 
   private readonly onBytes?: (n: number) => void;
+  /**
+   * Checks of the whole body's digests (the S3 door's declared payload hash and checksums),
+   * at its end and before the end of the inspection: they refuse it first, as when the door
+   * hashed the body itself on its way here. It may throw to refuse the body.
+   */
+  private readonly verify?: (digest: BodyDigest) => void;
 
   override _transform(chunk: Buffer, _enc: BufferEncoding, done: TransformCallback): void {
     this.bytes += chunk.length;
@@ -53,13 +64,13 @@ export class StateIngest extends Transform {
 
   override _flush(done: TransformCallback): void {
     try {
-      const inspected = this.inspector.end();
-      this.outcome = {
-        inspected,
+      const digest = {
         sha256: this.sha256.digest('hex'),
         md5: this.md5.digest('hex'),
         size: this.bytes,
       };
+      this.verify?.(digest);
+      this.outcome = { inspected: this.inspector.end(), ...digest };
       done();
     } catch (e) {
       done(asStateError(e));
@@ -71,6 +82,13 @@ export class StateIngest extends Transform {
     if (!this.outcome) throw new Error('state ingest has not finished');
     return this.outcome;
   }
+}
+
+/** A whole body's size and digests (hex). */
+export interface BodyDigest {
+  sha256: string;
+  md5: string;
+  size: number;
 }
 
 export function tooLarge(maxBytes: number): DomainError {

@@ -23,7 +23,10 @@ export interface WriteRequest extends StateAddress {
    * `If-None-Match: *` / `If-Match`); throw to refuse.
    */
   precondition?: (current: { md5: string } | null) => void;
-  /** Extra checks on the finished body (the S3 door's checksums); throw to refuse. */
+  /**
+   * Extra checks on the finished body's digests (the S3 door's payload hash and checksums), run
+   * as the body ends, before its inspection ends; throw to refuse. The body is hashed once.
+   */
   verify?: (digest: { sha256: string; md5: string; size: number }) => void;
   /** Work that commits with the write (the S3 door's replay record); throw to refuse. */
   inTransaction?: TransactionStep;

@@ -84,6 +84,7 @@ export class StateWriter {
     const ingest = new StateIngest(this.config.maxStateBytes, {
       digestKey: this.digester.keys,
       onBytes: (n) => lease.use(n),
+      verify: req.verify,
     });
     let stored = false;
     try {
@@ -96,7 +97,6 @@ export class StateWriter {
           throw new DomainError('checksum_mismatch', 'Content-MD5 does not match the body');
         }
       }
-      req.verify?.(digest);
       // Digesting and serialising the outputs is CPU work: done before the transaction, which on
       // the embedded database holds its only connection.
       const facts =
@@ -143,8 +143,7 @@ export class StateWriter {
     digest: { sha256: string; md5: string; size: number },
     facts: (OutputFacts & { outputsJson: string }) | null,
   ): Promise<{ created: boolean; version: VersionRow; pruned: string[] }> {
-    const { unit } = await this.repo.ensureUnit(m, req.unit, req.principal.subject);
-    const state = await this.repo.ensureLockedState(m, unit.id, req.workspace);
+    const state = await this.repo.ensureLockedWriteTarget(m, req, req.principal.subject);
     assertMayWrite(
       await this.locks.holderOf(m, state.id),
       req.principal.subject,
@@ -220,8 +219,7 @@ export class StateWriter {
     state: StateRow,
     v: NewVersion,
   ): Promise<{ version: VersionRow; pruned: string[] }> {
-    const version = await this.repo.insertVersion(m, state, v);
-    await this.repo.setCurrent(m, state.id, version.id);
+    const version = await this.repo.insertCurrentVersion(m, state, v);
     const pruned =
       this.config.maxVersions > 0
         ? await this.repo.pruneVersions(m, state.id, version.version, this.config.maxVersions)

@@ -122,6 +122,36 @@ export const CURRENT_READ_TABLES = ['units', 'states', 'versions'] as const;
 const CURRENT_CACHE_ENTRIES = 10_000;
 const CURRENT_CACHE_STATE_BYTES = 32 * 1024 * 1024;
 
+/** The INSERT of a version, its parameters `versionParams` (state id first). */
+const INSERT_VERSION = `INSERT INTO versions (state_id, version, serial, lineage, terraform_version,
+                             encrypted, sha256, md5, size, blob_key, outputs, created_by, door,
+                             restored_from, output_digests, sensitive_outputs, output_set_digest,
+                             public_output_set_digest)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`;
+
+function versionParams(state: StateRow, v: NewVersion): unknown[] {
+  return [
+    state.id,
+    state.next_version,
+    v.serial,
+    v.lineage,
+    v.terraform_version,
+    v.encrypted,
+    v.sha256,
+    v.md5,
+    v.size,
+    v.blob_key,
+    v.outputs === null || typeof v.outputs === 'string' ? v.outputs : JSON.stringify(v.outputs),
+    v.created_by,
+    v.door,
+    v.restored_from,
+    v.output_digests === null ? null : JSON.stringify(v.output_digests),
+    v.sensitive_outputs,
+    v.output_set_digest,
+    v.public_output_set_digest,
+  ];
+}
+
 /** `findCurrent` answers, each valid while the data-change count it was read at holds. */
 class CurrentCache {
   hits = 0;
@@ -313,6 +343,29 @@ export class StateRepository {
     return (await find())[0];
   }
 
+  /**
+   * What a write takes first, in one statement when the unit is live and the state row exists
+   * (a write to a state written before): the unit share-locked and then the state row locked
+   * for update, as `ensureUnit` and `ensureLockedState` do, in that order (the order of FROM).
+   * Otherwise those two, which create what is missing (and revive a deleted unit).
+   */
+  async ensureLockedWriteTarget(
+    m: EntityManager,
+    addr: StateAddress,
+    principal: string,
+  ): Promise<StateRow> {
+    const rows = await sqlRows<StateRow>(
+      m,
+      `SELECT s.* FROM units u JOIN states s ON s.unit_id = u.id
+        WHERE u.name = $1 AND u.deleted_at IS NULL AND s.workspace = $2
+        FOR SHARE OF u FOR NO KEY UPDATE OF s`,
+      [addr.unit, addr.workspace],
+    );
+    if (rows.length > 0) return rows[0];
+    const { unit } = await this.ensureUnit(m, addr.unit, principal);
+    return this.ensureLockedState(m, unit.id, addr.workspace);
+  }
+
   async lockStateRow(m: EntityManager, stateId: string): Promise<StateRow> {
     const rows = await sqlRows<StateRow>(
       m,
@@ -471,47 +524,26 @@ export class StateRepository {
   }
 
   /** Inserts the next version of the state; the caller holds the state row lock. */
-  async insertVersion(m: EntityManager, state: StateRow, v: NewVersion): Promise<VersionRow> {
+  /**
+   * Inserts the version and makes it the state's current one (`setCurrent`), in one statement:
+   * the state row's update and its foreign key to the new version are checked at its end.
+   */
+  async insertCurrentVersion(
+    m: EntityManager,
+    state: StateRow,
+    v: NewVersion,
+  ): Promise<VersionRow> {
     const rows = await sqlRows<VersionRow>(
       m,
-      `INSERT INTO versions (state_id, version, serial, lineage, terraform_version, encrypted,
-                             sha256, md5, size, blob_key, outputs, created_by, door, restored_from,
-                             output_digests, sensitive_outputs, output_set_digest,
-                             public_output_set_digest)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
-       RETURNING *`,
-      [
-        state.id,
-        state.next_version,
-        v.serial,
-        v.lineage,
-        v.terraform_version,
-        v.encrypted,
-        v.sha256,
-        v.md5,
-        v.size,
-        v.blob_key,
-        v.outputs === null || typeof v.outputs === 'string' ? v.outputs : JSON.stringify(v.outputs),
-        v.created_by,
-        v.door,
-        v.restored_from,
-        v.output_digests === null ? null : JSON.stringify(v.output_digests),
-        v.sensitive_outputs,
-        v.output_set_digest,
-        v.public_output_set_digest,
-      ],
+      `WITH v AS (${INSERT_VERSION} RETURNING *),
+            s AS (UPDATE states SET current_version_id = (SELECT id FROM v),
+                         next_version = next_version + 1, deleted_at = NULL,
+                         deleted_with_unit = false
+                   WHERE id = $1)
+       SELECT * FROM v`,
+      versionParams(state, v),
     );
     return rows[0];
-  }
-
-  /** The pointer swap: the new version becomes current, and the state is live again. */
-  async setCurrent(m: EntityManager, stateId: string, versionId: string): Promise<void> {
-    await m.query(
-      `UPDATE states SET current_version_id = $2, next_version = next_version + 1,
-              deleted_at = NULL, deleted_with_unit = false
-        WHERE id = $1`,
-      [stateId, versionId],
-    );
   }
 
   /**

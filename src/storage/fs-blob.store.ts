@@ -30,12 +30,27 @@ async function fsyncDirectory(dir: string): Promise<void> {
   }
 }
 
-async function writeAll(handle: FileHandle, data: Buffer): Promise<void> {
-  let offset = 0;
-  while (offset < data.length) {
-    const { bytesWritten } = await handle.write(data, offset, data.length - offset);
-    offset += bytesWritten;
+/**
+ * Bytes gathered from the body before one write of them all (a request body arrives in chunks
+ * of 16–64 KiB): each write is a round trip to the thread pool, so a 1 MiB state is one write
+ * rather than sixteen or more. Bounded, so a large body stays streamed.
+ */
+export const WRITE_BATCH_BYTES = 1024 * 1024;
+
+async function writeAll(handle: FileHandle, chunks: Buffer[]): Promise<void> {
+  let rest = chunks;
+  while (rest.length > 0) {
+    const { bytesWritten } = await handle.writev(rest);
+    rest = afterWritten(rest, bytesWritten);
   }
+}
+
+/** What of `chunks` is left once their first `n` bytes were written (a short write). */
+function afterWritten(chunks: Buffer[], n: number): Buffer[] {
+  let i = 0;
+  while (i < chunks.length && n >= chunks[i].length) n -= chunks[i++].length;
+  if (i === chunks.length) return [];
+  return [chunks[i].subarray(n), ...chunks.slice(i + 1)];
 }
 
 /**
@@ -67,11 +82,21 @@ export class FsBlobStore implements BlobStore {
       handle = await open(tmp, 'wx', FILE_MODE);
       // for-await propagates the source's own error object and destroys the source when we
       // stop early (e.g. a failed write), so an HTTP request body is not left dangling.
+      let batch: Buffer[] = [];
+      let batched = 0;
       for await (const chunk of body) {
         const data = chunkToBuffer(chunk);
-        await writeAll(handle, data);
+        if (data.length === 0) continue;
+        batch.push(data);
+        batched += data.length;
         size += data.length;
+        if (batched >= WRITE_BATCH_BYTES || batch.length >= 512) {
+          await writeAll(handle, batch);
+          batch = [];
+          batched = 0;
+        }
       }
+      await writeAll(handle, batch);
       await handle.sync();
       await handle.close();
       handle = undefined;

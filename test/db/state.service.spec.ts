@@ -316,7 +316,7 @@ describe('state service on a real database', () => {
       expect(blobs.keys()).toHaveLength(1);
     });
 
-    it.each([['ensureUnit'], ['ensureLockedState'], ['insertVersion'], ['setCurrent']] as const)(
+    it.each([['ensureLockedWriteTarget'], ['insertCurrentVersion']] as const)(
       'the repository fails at %s',
       async (step) => {
         await write(tfState(1));

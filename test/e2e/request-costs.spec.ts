@@ -164,14 +164,14 @@ describe(`what a request costs: statements, token verifications, log lines (${DA
      *  1  the unit, by name (before the body is read);
      *  1  on PostgreSQL, the blob's one chunk (blob_chunks; fs blobs are files);
      *  1  the graph edges the new version's remote states may refer to;
-     * 10  the write's transaction: START (READ COMMITTED is the database's default, checked once
-     *     at start: no SET TRANSACTION), the unit FOR SHARE, the state row
+     *  8  the write's transaction: START (READ COMMITTED is the database's default, checked once
+     *     at start: no SET TRANSACTION), the unit FOR SHARE and the state row
      *     FOR NO KEY UPDATE (one statement for a state written before), its lock, the current
-     *     version, INSERT the version, UPDATE the state's current version, the graph edges
-     *     (DELETE the stale, UPDATE the recorded outputs), COMMIT;
+     *     version, INSERT the version and UPDATE the state's current version (one statement),
+     *     the graph edges (DELETE the stale, UPDATE the recorded outputs), COMMIT;
      *  plus the version's audit row in the same transaction (kind "audit", not counted here).
      */
-    const perWrite = ON_POSTGRES ? 13 : 12;
+    const perWrite = ON_POSTGRES ? 11 : 10;
     expect(after.other - before.other).toBeLessThanOrEqual(perWrite * writes);
     expect(after.audit - before.audit).toBeGreaterThanOrEqual(writes);
   });

@@ -1,10 +1,12 @@
-import { mkdtemp, readdir, rm, stat } from 'node:fs/promises';
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, open, readdir, rm, stat } from 'node:fs/promises';
+import type { FileHandle } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { Readable } from 'node:stream';
 
 import { assertBlobKey, BlobNotFoundError } from '../../src/storage/blob-store';
-import { FsBlobStore } from '../../src/storage/fs-blob.store';
+import { FsBlobStore, WRITE_BATCH_BYTES } from '../../src/storage/fs-blob.store';
 import {
   MiB,
   describeBlobStoreContract,
@@ -63,6 +65,27 @@ describe('FsBlobStore', () => {
     expect(await mode(path.join(root, 'states'))).toBe(0o700);
     expect(await mode(path.join(root, 'states', 'abc'))).toBe(0o700);
     expect((await readAll(await store.get('states/abc/1'))).toString()).toBe('state');
+  });
+
+  it('writes a body arriving in small chunks in few large writes (one per MiB), its bytes exact', async () => {
+    const probe = await open(path.join(dir, 'probe'), 'w');
+    const proto = Object.getPrototypeOf(probe) as FileHandle;
+    await probe.close();
+    const writev = jest.spyOn(proto, 'writev');
+    const write = jest.spyOn(proto, 'write');
+    try {
+      const data = randomBytes(3 * MiB + 12345);
+      const chunks: Buffer[] = [];
+      for (let i = 0; i < data.length; i += 16 * 1024) chunks.push(data.subarray(i, i + 16 * 1024));
+      await store.put('batched/blob', Readable.from(chunks));
+      expect(writev.mock.calls.length + write.mock.calls.length).toBe(
+        Math.ceil(data.length / WRITE_BATCH_BYTES),
+      );
+      expect((await readAll(await store.get('batched/blob'))).equals(data)).toBe(true);
+    } finally {
+      writev.mockRestore();
+      write.mockRestore();
+    }
   });
 
   it('leaves no temp files after a successful put', async () => {
