@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { Pool, PoolClient, QueryConfig } from 'pg';
 import { DataSource, QueryFailedError } from 'typeorm';
 
@@ -13,7 +14,7 @@ import { DataSource, QueryFailedError } from 'typeorm';
  * client class).
  */
 
-/** How many distinct statement texts get a name; later ones run unnamed (names are never reused). */
+/** How many distinct statement texts get a name; later ones run unnamed. */
 export const MAX_NAMED_STATEMENTS = 64;
 
 /** Data sources whose connections are sessions of their own (`createDataSource`, not embedded). */
@@ -28,7 +29,12 @@ export function allowNamedStatements(ds: DataSource): void {
   NAMED_STATEMENTS.add(ds);
 }
 
-/** Names given so far, by statement text: one name per text, for the process's life. */
+/**
+ * Names given so far, by statement text. A name is the text's own digest, never a counter: the
+ * same name means the same text in every process, so a statement prepared by one replica and
+ * found by another behind a pooler that hands server sessions around can only be the same
+ * statement (a counter would let replica B's `statehouse_1` run replica A's `statehouse_1`).
+ */
 const names = new Map<string, string>();
 /** Set when the database refused a named statement (a transaction-mode pooler): none from then on. */
 let namesRefused = false;
@@ -38,7 +44,7 @@ export function statementName(ds: DataSource, text: string): string | undefined 
   if (namesRefused || !NAMED_STATEMENTS.has(ds)) return undefined;
   let name = names.get(text);
   if (name === undefined && names.size < MAX_NAMED_STATEMENTS) {
-    name = `statehouse_${names.size + 1}`;
+    name = `statehouse_${createHash('sha256').update(text).digest('hex').slice(0, 40)}`;
     names.set(text, name);
   }
   return name;

@@ -106,7 +106,7 @@ export function openRequestBody(
  * `WriteRequest.verify`) checks every declaration against those digests as the body ends.
  */
 export function openStateBody(
-  req: Request,
+  req: IncomingMessage,
   signing: SigningContext,
 ): OpenedRequestBody & { verify: (digest: { sha256: string; md5: string }) => void } {
   const body = openRequestBody(req, signing, false, true);

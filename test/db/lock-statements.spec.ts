@@ -68,8 +68,8 @@ describe(`LOCK and UNLOCK as one statement each (${DATABASE_KIND})`, () => {
       expect(lock2.text).toBe(lock1.text);
       expect(unlock2.text).toBe(unlock1.text);
       if (ON_POSTGRES) {
-        expect(lock1.name).toMatch(/^statehouse_\d+$/);
-        expect(unlock1.name).toMatch(/^statehouse_\d+$/);
+        expect(lock1.name).toMatch(/^statehouse_[0-9a-f]{40}$/);
+        expect(unlock1.name).toMatch(/^statehouse_[0-9a-f]{40}$/);
         expect(unlock1.name).not.toBe(lock1.name);
         expect([lock2.name, unlock2.name]).toEqual([lock1.name, unlock1.name]);
       } else {

@@ -45,22 +45,40 @@ describe('pooledRows (the lock fast paths on the pool itself)', () => {
     await mod.pooledRows(ds, 'SELECT $1::int', [1]);
     await mod.pooledRows(ds, 'SELECT $1::int', [2]);
     await mod.pooledRows(ds, 'SELECT $1::text', ['x']);
-    expect(sent.slice(1).map((c) => c.name)).toEqual([
-      'statehouse_1',
-      'statehouse_1',
-      'statehouse_2',
-    ]);
+    const [a, b, c] = sent.slice(1).map((q) => q.name);
+    expect(a).toMatch(/^statehouse_[0-9a-f]{40}$/);
+    expect(b).toBe(a);
+    expect(c).toMatch(/^statehouse_[0-9a-f]{40}$/);
+    expect(c).not.toBe(a);
     expect(sent[2].values).toEqual([2]);
+  });
+
+  it('names a text by its digest, so every process (every replica) gives one text the same name and two texts two names', () => {
+    const named = (text: string, order: string[]): string | undefined => {
+      let other!: PooledModule;
+      jest.isolateModules(() => {
+        other = jest.requireActual<PooledModule>('../../src/database/pooled-statement');
+      });
+      const { ds } = fakeDataSource(() => ({ rows: [] }));
+      other.allowNamedStatements(ds);
+      // Each "replica" meets its statements in its own order: a counter would name them apart.
+      for (const t of order) other.statementName(ds, t);
+      return other.statementName(ds, text);
+    };
+    const lock = named('LOCK TEXT', ['UNLOCK TEXT', 'LOCK TEXT']);
+    expect(named('LOCK TEXT', ['LOCK TEXT'])).toBe(lock);
+    expect(named('UNLOCK TEXT', ['LOCK TEXT', 'UNLOCK TEXT'])).not.toBe(lock);
   });
 
   it('gives at most MAX_NAMED_STATEMENTS names; later texts run unnamed', () => {
     const { ds } = fakeDataSource(() => ({ rows: [] }));
     mod.allowNamedStatements(ds);
-    for (let i = 0; i < mod.MAX_NAMED_STATEMENTS; i++) {
-      expect(mod.statementName(ds, `SELECT ${i}`)).toBe(`statehouse_${i + 1}`);
+    const first = mod.statementName(ds, 'SELECT 0');
+    for (let i = 1; i < mod.MAX_NAMED_STATEMENTS; i++) {
+      expect(mod.statementName(ds, `SELECT ${i}`)).toMatch(/^statehouse_[0-9a-f]{40}$/);
     }
     expect(mod.statementName(ds, 'SELECT -1')).toBeUndefined();
-    expect(mod.statementName(ds, 'SELECT 0')).toBe('statehouse_1');
+    expect(mod.statementName(ds, 'SELECT 0')).toBe(first);
   });
 
   it('a pooler that loses prepared statements: that statement runs again unnamed, and none is named after', async () => {
@@ -71,7 +89,8 @@ describe('pooledRows (the lock fast paths on the pool itself)', () => {
     mod.allowNamedStatements(ds);
     expect(await mod.pooledRows(ds, 'SELECT 1', [])).toEqual([{ n: 1 }]);
     expect(await mod.pooledRows(ds, 'SELECT 2', [])).toEqual([{ n: 1 }]);
-    expect(sent.map((c) => c.name)).toEqual(['statehouse_1', undefined, undefined]);
+    expect(sent[0].name).toMatch(/^statehouse_[0-9a-f]{40}$/);
+    expect(sent.slice(1).map((c) => c.name)).toEqual([undefined, undefined]);
     expect(released).toEqual([undefined, undefined]);
   });
 
