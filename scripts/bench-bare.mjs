@@ -15,6 +15,7 @@ import http from 'node:http';
 import { createReadStream, createWriteStream, fsyncSync, renameSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
+import { serveReference } from './lib/reference-server.mjs';
 
 const dir = process.argv[2];
 if (!dir || dir.startsWith('--')) {
@@ -76,13 +77,4 @@ const server = http.createServer(async (req, res) => {
   }
 });
 
-server.listen(Number(process.env.PORT ?? 0), '127.0.0.1', () => {
-  process.stdout.write(`${JSON.stringify({ port: server.address().port })}\n`);
-});
-
-const stop = () => {
-  server.close(() => process.exit(0));
-  server.closeAllConnections();
-};
-process.on('SIGTERM', stop);
-process.on('SIGINT', stop);
+serveReference(server);
