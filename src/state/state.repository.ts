@@ -237,19 +237,22 @@ export class StateRepository {
   }
 
   /**
-   * The unit, share-locked until the transaction ends: a unit delete (`lockUnit`) waits for us,
-   * or we wait for it and read the unit as it left it (deleted).
+   * The unit, key-share-locked until the transaction ends: a unit delete (`lockUnit`) waits for
+   * us, or we wait for it and read the unit as it left it (deleted).
    */
   async shareUnit(m: EntityManager, name: string): Promise<UnitRow | undefined> {
-    const rows = await sqlRows<UnitRow>(m, 'SELECT * FROM units WHERE name = $1 FOR SHARE', [name]);
+    const rows = await sqlRows<UnitRow>(m, 'SELECT * FROM units WHERE name = $1 FOR KEY SHARE', [
+      name,
+    ]);
     return rows[0];
   }
 
   /**
-   * The live unit, share-locked until the transaction ends so a concurrent delete waits for us
-   * (and we for it). Creates the unit when absent, and revives it when soft-deleted: a door
-   * that locks or writes a unit that does not exist creates it. Its deleted workspaces stay
-   * deleted (and restorable); only the one being used comes back, by being written.
+   * The live unit, key-share-locked until the transaction ends so a concurrent delete waits for
+   * us (and we for it); another writer may still revive it meanwhile (no key changes). Creates
+   * the unit when absent, and revives it when soft-deleted: a door that locks or writes a unit
+   * that does not exist creates it. Its deleted workspaces stay deleted (and restorable); only
+   * the one being used comes back, by being written.
    */
   async ensureUnit(
     m: EntityManager,
@@ -258,7 +261,7 @@ export class StateRepository {
   ): Promise<{ unit: UnitRow; created: boolean; revived: boolean }> {
     const live = await sqlRows<UnitRow>(
       m,
-      'SELECT * FROM units WHERE name = $1 AND deleted_at IS NULL FOR SHARE',
+      'SELECT * FROM units WHERE name = $1 AND deleted_at IS NULL FOR KEY SHARE',
       [name],
     );
     if (live.length > 0) return { unit: live[0], created: false, revived: false };
@@ -345,9 +348,13 @@ export class StateRepository {
 
   /**
    * What a write takes first, in one statement when the unit is live and the state row exists
-   * (a write to a state written before): the unit share-locked and then the state row locked
+   * (a write to a state written before): the unit key-share-locked and then the state row locked
    * for update, as `ensureUnit` and `ensureLockedState` do, in that order (the order of FROM).
    * Otherwise those two, which create what is missing (and revive a deleted unit).
+   *
+   * A key-share lock is what keeps a delete (`lockUnit`, FOR UPDATE) waiting for the write, and
+   * the write waiting for a delete; unlike a share lock it does not conflict with the reviving
+   * `ensureUnit` of another writer, which updates no key.
    */
   async ensureLockedWriteTarget(
     m: EntityManager,
@@ -358,10 +365,20 @@ export class StateRepository {
       m,
       `SELECT s.* FROM units u JOIN states s ON s.unit_id = u.id
         WHERE u.name = $1 AND u.deleted_at IS NULL AND s.workspace = $2
-        FOR SHARE OF u FOR NO KEY UPDATE OF s`,
+        FOR KEY SHARE OF u FOR NO KEY UPDATE OF s`,
       [addr.unit, addr.workspace],
     );
     if (rows.length > 0) return rows[0];
+    // A new unit or workspace, or a unit deleted while the read above waited for its delete:
+    // that read then still holds the state row it locked before the unit turned out deleted.
+    // Every writer that goes on to create or revive the unit takes the state row first, and the
+    // unit after it, so two of them never each hold what the other waits for (a deadlock that
+    // PostgreSQL breaks only after deadlock_timeout, one second by default).
+    await m.query(
+      `SELECT 1 FROM units u JOIN states s ON s.unit_id = u.id
+        WHERE u.name = $1 AND s.workspace = $2 FOR NO KEY UPDATE OF s`,
+      [addr.unit, addr.workspace],
+    );
     const { unit } = await this.ensureUnit(m, addr.unit, principal);
     return this.ensureLockedState(m, unit.id, addr.workspace);
   }

@@ -44,7 +44,7 @@ describe('the statements of a state write', () => {
       'INSERT INTO', // the audit row
       'COMMIT',
     ]);
-    expect(sent[2]).toMatch(/FOR SHARE OF u FOR NO KEY UPDATE OF s$/);
+    expect(sent[2]).toMatch(/FOR KEY SHARE OF u FOR NO KEY UPDATE OF s$/);
     expect(sent[5]).toMatch(/INSERT INTO versions .*UPDATE states SET current_version_id/);
     const page = await s.reader.listVersions(
       ADMIN,
