@@ -369,16 +369,6 @@ export class StateRepository {
       [addr.unit, addr.workspace],
     );
     if (rows.length > 0) return rows[0];
-    // A new unit or workspace, or a unit deleted while the read above waited for its delete:
-    // that read then still holds the state row it locked before the unit turned out deleted.
-    // Every writer that goes on to create or revive the unit takes the state row first, and the
-    // unit after it, so two of them never each hold what the other waits for (a deadlock that
-    // PostgreSQL breaks only after deadlock_timeout, one second by default).
-    await m.query(
-      `SELECT 1 FROM units u JOIN states s ON s.unit_id = u.id
-        WHERE u.name = $1 AND s.workspace = $2 FOR NO KEY UPDATE OF s`,
-      [addr.unit, addr.workspace],
-    );
     const { unit } = await this.ensureUnit(m, addr.unit, principal);
     return this.ensureLockedState(m, unit.id, addr.workspace);
   }
@@ -419,15 +409,16 @@ export class StateRepository {
 
   /**
    * A CTE body naming the state of a LOCK (`id`) when its unit is live and its row exists,
-   * share-locking the unit and then the state row as `ensureUnit` and `shareStateRow` do, in
-   * that order (the order of FROM): a concurrent unit delete waits for the acquire or the other
-   * way round, and the acquire waits for an in-flight version commit of the same state.
+   * key-share-locking the unit and then share-locking the state row as `ensureUnit` and
+   * `shareStateRow` do, in that order (the order of FROM): a concurrent unit delete waits for
+   * the acquire or the other way round, and the acquire waits for an in-flight version commit
+   * of the same state.
    */
   sharedStateOfLiveUnit(params: SqlParams, addr: StateAddress): string {
     return `SELECT s.id FROM units u JOIN states s ON s.unit_id = u.id
              WHERE u.name = ${params.add(addr.unit, 'text')} AND u.deleted_at IS NULL
                AND s.workspace = ${params.add(addr.workspace, 'text')}
-               FOR SHARE`;
+               FOR KEY SHARE OF u FOR SHARE OF s`;
   }
 
   /**

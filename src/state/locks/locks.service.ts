@@ -108,7 +108,7 @@ export class LocksService {
    *
    * Why this cannot deadlock with the other lock paths, and so needs no transaction to retry
    * it (`statementRetried` would, all the same): every path takes rows in the order unit,
-   * state, lock. This one share-locks the unit then the state (the order of its FROM), then
+   * state, lock. This one key-share-locks the unit, share-locks the state (the order of its FROM), then
    * inserts the lock row (a loser key-share-locks the row it lost to; only a delete waits for
    * that, and every delete of a lock row first takes the state row, which this statement holds
    * share-locked, so none is waiting yet); the one-statement release locks only the state row, then deletes the
