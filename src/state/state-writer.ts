@@ -1,7 +1,7 @@
 import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
 import { EntityManager } from 'typeorm';
-import { AuditService } from '../audit/audit.service';
+import { AuditService, StatementRecord } from '../audit/audit.service';
 import { changeEvent } from '../audit/events';
 import type { Principal } from '../common/principal';
 import { DomainError } from '../common/errors';
@@ -9,6 +9,7 @@ import { assertUnitName } from '../common/names';
 import { feed } from '../common/streams';
 import { APP_CONFIG, AppConfig, Failpoint } from '../config/config';
 import type { TransactionStep } from '../database/sql';
+import { afterCommit } from '../database/transaction';
 import { MetricsService } from '../metrics/metrics.service';
 import { BLOB_STORE, BlobStore } from '../storage/blob-store';
 import { deleteBlobs } from '../storage/delete-blobs';
@@ -144,14 +145,13 @@ export class StateWriter {
     facts: (OutputFacts & { outputsJson: string }) | null,
   ): Promise<{ created: boolean; version: VersionRow; pruned: string[] }> {
     const state = await this.repo.ensureLockedWriteTarget(m, req, req.principal.subject);
-    assertMayWrite(
-      await this.locks.holderOf(m, state.id),
-      req.principal.subject,
-      req.lockId,
-      req.door,
+    // The lock and the current version in one statement, once the row is ours.
+    const { holder, version: current } = await this.repo.heldLockAndVersion(
+      m,
+      state.id,
+      state.deleted_at ? null : state.current_version_id,
     );
-
-    const current = await this.currentOf(m, state);
+    assertMayWrite(holder, req.principal.subject, req.lockId, req.door);
     req.precondition?.(current);
     const encrypted = inspected.kind === 'encrypted';
     const serial = inspected.kind === 'terraform' ? inspected.serial : null;
@@ -173,39 +173,46 @@ export class StateWriter {
       case 'accept':
         break;
     }
-    const { version, pruned } = await this.commitVersion(m, state, {
-      state_id: state.id,
-      serial: serial === null ? null : String(serial),
-      lineage,
-      terraform_version: inspected.kind === 'terraform' ? inspected.terraformVersion : null,
-      encrypted,
-      sha256: digest.sha256,
-      md5: digest.md5,
-      size: String(digest.size),
-      blob_key: key,
-      outputs: facts?.outputsJson ?? null,
-      output_digests: facts?.output_digests ?? null,
-      sensitive_outputs: facts?.sensitive_outputs ?? null,
-      output_set_digest: facts?.output_set_digest ?? null,
-      public_output_set_digest: facts?.public_output_set_digest ?? null,
-      created_by: req.principal.subject,
-      door: req.door,
-      restored_from: null,
-    });
-    await this.audit.recordIn(
-      m,
+    // The audit row goes into the version's own statement: it commits with it, or neither.
+    const record = this.audit.inStatement(
       changeEvent(req.principal, 'state.write', {
         action: 'unit.write',
         unit: req.unit,
         workspace: req.workspace,
         door: req.door,
         details: {
-          version: version.version,
+          version: state.next_version,
           serial: serial,
           lineage_changed: decision.lineageChanged,
         },
       }),
     );
+    const { version, pruned } = await this.commitVersion(
+      m,
+      state,
+      {
+        state_id: state.id,
+        serial: serial === null ? null : String(serial),
+        lineage,
+        terraform_version: inspected.kind === 'terraform' ? inspected.terraformVersion : null,
+        encrypted,
+        sha256: digest.sha256,
+        md5: digest.md5,
+        size: String(digest.size),
+        blob_key: key,
+        outputs: facts?.outputsJson ?? null,
+        output_digests: facts?.output_digests ?? null,
+        sensitive_outputs: facts?.sensitive_outputs ?? null,
+        output_set_digest: facts?.output_set_digest ?? null,
+        public_output_set_digest: facts?.public_output_set_digest ?? null,
+        created_by: req.principal.subject,
+        door: req.door,
+        restored_from: null,
+      },
+      record.insert,
+    );
+    // Logged once the change has committed (the transaction may run again after a deadlock).
+    afterCommit(m, record.stored);
     return { created: true, version, pruned };
   }
 
@@ -218,8 +225,9 @@ export class StateWriter {
     m: EntityManager,
     state: StateRow,
     v: NewVersion,
+    alongside?: StatementRecord['insert'],
   ): Promise<{ version: VersionRow; pruned: string[] }> {
-    const version = await this.repo.insertCurrentVersion(m, state, v);
+    const version = await this.repo.insertCurrentVersion(m, state, v, alongside);
     const pruned =
       this.config.maxVersions > 0
         ? await this.repo.pruneVersions(m, state.id, version.version, this.config.maxVersions)

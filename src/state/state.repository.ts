@@ -462,6 +462,51 @@ export class StateRepository {
     return rows.map((r) => r.workspace);
   }
 
+  /**
+   * What a write checks once it holds the state row (`ensureLockedWriteTarget`), in one
+   * statement: the lock held on the state (as `LockRepository.holderOf` reads it) and the version
+   * `versionId` (its current one, as `findVersionById`; none when null). It must be a statement
+   * of its own after the row lock, not part of the locking SELECT: under READ COMMITTED a
+   * statement reads the snapshot taken when it began, and an acquire (which share-locks the
+   * state row) may commit its lock while that SELECT waits for the row: only a statement that
+   * begins once the row is ours sees that lock. Versions are never changed once inserted.
+   */
+  async heldLockAndVersion(
+    m: EntityManager,
+    stateId: string,
+    versionId: string | null,
+  ): Promise<{ holder: HeldLock | null; version: VersionRow | null }> {
+    const rows = await sqlRows<
+      VersionRow & {
+        lock_id: string | null;
+        lock_info: string;
+        lock_principal: string;
+        lock_created_at: Date;
+      }
+    >(
+      m,
+      `SELECT l.lock_id, l.info AS lock_info, l.principal AS lock_principal,
+              l.created_at AS lock_created_at, ${VERSION_COLUMNS}
+         FROM (SELECT $1::uuid AS state_id) t
+         LEFT JOIN locks l ON l.state_id = t.state_id
+         LEFT JOIN versions v ON v.id = $2::uuid`,
+      [stateId, versionId],
+    );
+    const { lock_id, lock_info, lock_principal, lock_created_at, ...version } = rows[0];
+    return {
+      holder:
+        lock_id === null
+          ? null
+          : toHeldLock({
+              lock_id,
+              info: lock_info,
+              principal: lock_principal,
+              created_at: lock_created_at,
+            }),
+      version: version.id === null ? null : version,
+    };
+  }
+
   async findVersionById(m: EntityManager, id: string): Promise<VersionRow | undefined> {
     const rows = await sqlRows<VersionRow>(
       m,
@@ -531,25 +576,31 @@ export class StateRepository {
     return { unit, version: row };
   }
 
-  /** Inserts the next version of the state; the caller holds the state row lock. */
   /**
-   * Inserts the version and makes it the state's current one (`setCurrent`), in one statement:
-   * the state row's update and its foreign key to the new version are checked at its end.
+   * Inserts the next version of the state and makes it the state's current one, in one
+   * statement (the caller holds the state row lock): the state row's update and its foreign key
+   * to the new version are checked at its end. `alongside`: a CTE body run in the same
+   * statement (its parameters numbered after the version's).
    */
   async insertCurrentVersion(
     m: EntityManager,
     state: StateRow,
     v: NewVersion,
+    alongside?: (params: SqlParams, when: string) => string,
   ): Promise<VersionRow> {
+    const params = new SqlParams();
+    params.values.push(...versionParams(state, v));
+    // `alongside` (a write's audit row, the audit module's insert) commits with the version.
+    const also = alongside ? `,\n            alongside AS (${alongside(params, 'true')})` : '';
     const rows = await sqlRows<VersionRow>(
       m,
       `WITH v AS (${INSERT_VERSION} RETURNING *),
             s AS (UPDATE states SET current_version_id = (SELECT id FROM v),
                          next_version = next_version + 1, deleted_at = NULL,
                          deleted_with_unit = false
-                   WHERE id = $1)
+                   WHERE id = $1)${also}
        SELECT * FROM v`,
-      versionParams(state, v),
+      params.values,
     );
     return rows[0];
   }
