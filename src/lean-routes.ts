@@ -11,6 +11,7 @@ import { MetricsService } from './metrics/metrics.service';
 import { timeRequest } from './monitoring/request-metrics';
 import { S3ReadRoute } from './s3compat/s3-read.route';
 import { S3WriteRoute } from './s3compat/s3-write.route';
+import { S3ListRoute } from './s3compat/s3-list.route';
 import { BackendLockRoute } from './backend/backend-lock.route';
 import { BackendReadRoute } from './backend/backend-read.route';
 import { setBackendHeaders } from './http-hygiene';
@@ -45,6 +46,7 @@ export function withLeanRoutes(app: NestExpressApplication, config: AppConfig): 
   const routes: readonly LeanRoute[] = [
     app.get(S3ReadRoute),
     app.get(S3WriteRoute),
+    app.get(S3ListRoute),
     app.get(BackendReadRoute),
     app.get(BackendLockRoute),
   ];

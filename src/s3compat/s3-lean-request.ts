@@ -58,3 +58,48 @@ export function hasNoBody(req: IncomingMessage): boolean {
     (h['content-length'] === undefined || h['content-length'] === '0') && !h['transfer-encoding']
   );
 }
+
+/**
+ * The query parameters a plain ListObjectsV2 may carry besides `list-type=2`: its own (they all
+ * go to `listRequestV2` / `listBucketResultV2`; `fetch-owner` is ignored there, as by the
+ * controller) and the ones of a plain object request. Any other name leaves it to the controller.
+ */
+const PLAIN_LISTING_PARAMS = new Set<string>([
+  ...PLAIN_OBJECT_PARAMS,
+  'prefix',
+  'delimiter',
+  'max-keys',
+  'start-after',
+  'continuation-token',
+  'encoding-type',
+  'fetch-owner',
+]);
+
+/**
+ * Whether the request is a ListObjectsV2 of one bucket and nothing else — a decodable
+ * `<base>/<bucket>` path (or `<base>/<bucket>/`), `list-type=2` exactly once and as written,
+ * and no query parameter but the listing's own and the plain ones — so that the controller
+ * would dispatch it, as a GET, to `S3ObjectsService.listObjectsV2`. Decided from the request
+ * line alone.
+ */
+export function isPlainListingRequest(req: S3Message): boolean {
+  const url = urlOf(req);
+  const base = s3BaseOf(req);
+  const q = url.indexOf('?');
+  if (q < 0 || !url.startsWith(`${base}/`)) return false;
+  const path = url.slice(0, q);
+  // `<base>/<bucket>` or `<base>/<bucket>/`: a bucket, and no key.
+  const slash = path.indexOf('/', base.length + 1);
+  if (path.length === base.length + 1 || slash === base.length + 1) return false;
+  if (slash >= 0 && slash !== path.length - 1) return false;
+  let listType = 0;
+  for (const pair of url.slice(q + 1).split('&')) {
+    const eq = pair.indexOf('=');
+    const name = eq < 0 ? pair : pair.slice(0, eq);
+    if (name === 'list-type') {
+      if (pair !== 'list-type=2') return false;
+      listType++;
+    } else if (!PLAIN_LISTING_PARAMS.has(name)) return false;
+  }
+  return listType === 1 && isDecodablePath(path);
+}

@@ -8,6 +8,7 @@ import { S3AuthService } from './s3-auth.service';
 import { S3Controller } from './s3.controller';
 import { S3ReadRoute } from './s3-read.route';
 import { S3WriteRoute } from './s3-write.route';
+import { S3ListRoute } from './s3-list.route';
 import { S3MultipartService } from './s3-multipart.service';
 import { S3ObjectsService } from './s3-objects.service';
 import { UsedSignatureRepository } from './used-signature.repository';
@@ -25,7 +26,8 @@ import { UsedSignatureRepository } from './used-signature.repository';
     UsedSignatureRepository,
     S3ReadRoute,
     S3WriteRoute,
+    S3ListRoute,
   ],
-  exports: [S3ReadRoute, S3WriteRoute],
+  exports: [S3ReadRoute, S3WriteRoute, S3ListRoute],
 })
 export class S3Module {}

@@ -177,7 +177,7 @@ describe(`LOCK and UNLOCK as one statement each (${DATABASE_KIND})`, () => {
       expect((await s.locks.holder(ALICE, addr)).id).toBe('L1');
     });
 
-    it("a read of the lock object is one statement, and the holder's DeleteObject two (the holder, then the release)", async () => {
+    it("a read of the lock object is one statement, and the holder's DeleteObject one (the release of the lock ID its PutObject took)", async () => {
       const addr = await existingState();
       await s.locks.acquire(ALICE, addr, info('L1'), { generateId: false });
       const read = await statementsOf(() => s.locks.holder(ALICE, addr));
@@ -186,13 +186,55 @@ describe(`LOCK and UNLOCK as one statement each (${DATABASE_KIND})`, () => {
       const sent = await statementsOf(() =>
         s.locks.unlockAsPrincipal(ALICE, addr, 's3', guardOf(ctx, 'DELETE')),
       );
-      expect(sent).toHaveLength(2);
-      expect(sent[1]).toMatch(/DELETE FROM locks[\s\S]*INSERT INTO s3_used_signatures/);
+      expect(sent).toHaveLength(1);
+      expect(sent[0]).toMatch(/DELETE FROM locks[\s\S]*INSERT INTO s3_used_signatures/);
       expect(await recorded(ctx)).toBe(1);
       await expect(s.locks.holder(ALICE, addr)).rejects.toMatchObject({ code: 'lock_not_found' });
       expect(s.audit.events.slice(-1).map((e) => [e.type, e.door])).toEqual([
         ['lock.release', 's3'],
       ]);
+    });
+
+    it("the holder's DeleteObject on a replica that did not see the lock taken is two statements (the holder, then the release), audited the same", async () => {
+      const addr = await existingState();
+      await s.locks.acquire(ALICE, addr, info('L1'), { generateId: false });
+      const other = buildServices(db.dataSource, new MemoryBlobStore());
+      await other.locks.holder(ALICE, addr); // its rules read once, as a running replica has them
+      const ctx = signing();
+      const sent = await statementsOf(() =>
+        other.locks.unlockAsPrincipal(ALICE, addr, 's3', guardOf(ctx, 'DELETE')),
+      );
+      expect(sent).toHaveLength(2);
+      expect(sent[1]).toMatch(/DELETE FROM locks[\s\S]*INSERT INTO s3_used_signatures/);
+      await expect(s.locks.holder(ALICE, addr)).rejects.toMatchObject({ code: 'lock_not_found' });
+      expect(other.audit.events.slice(-1).map((e) => [e.type, e.details])).toEqual([
+        ['lock.release', { lock_id: 'L1' }],
+      ]);
+    });
+
+    it("a DeleteObject whose remembered lock ID is stale (the lock re-taken elsewhere) releases the lock held now, and one that is another's is a force-unlock", async () => {
+      const addr = await existingState();
+      await s.locks.acquire(ALICE, addr, info('L1'), { generateId: false });
+      const other = buildServices(db.dataSource, new MemoryBlobStore());
+      await other.locks.release(ALICE, addr, 'L1');
+      await other.locks.acquire(ALICE, addr, info('L2'), { generateId: false });
+      // This process remembers L1: that release deletes nothing, then the holder's read finds L2.
+      const sent = await statementsOf(() =>
+        s.locks.unlockAsPrincipal(ALICE, addr, 's3', guardOf(signing(), 'DELETE')),
+      );
+      expect(sent).toHaveLength(3);
+      await expect(s.locks.holder(ALICE, addr)).rejects.toMatchObject({ code: 'lock_not_found' });
+      expect(s.audit.events.slice(-1).map((e) => [e.type, e.details])).toEqual([
+        ['lock.release', { lock_id: 'L2' }],
+      ]);
+      // Alice's remembered L3, now Bob's lock of the same ID: never released as Alice's.
+      await s.locks.acquire(ALICE, addr, info('L3'), { generateId: false });
+      await other.locks.release(ALICE, addr, 'L3');
+      await other.locks.acquire(BOB, addr, info('L3'), { generateId: false });
+      await expect(
+        s.locks.unlockAsPrincipal(ALICE, addr, 's3', guardOf(signing(), 'DELETE')),
+      ).rejects.toBeDefined();
+      expect((await s.locks.holder(ALICE, addr)).principal).toBe(BOB.subject);
     });
 
     it('a replayed PutObject of the lock object is refused by the statement and takes no lock', async () => {

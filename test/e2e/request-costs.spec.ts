@@ -205,6 +205,61 @@ describe(`what a request costs: statements, token verifications, log lines (${DA
     expect(after.other - before.other).toBe(2 * rounds);
   });
 
+  it("the S3 door's lock object of a terraform plan — PutObject, its read, DeleteObject — costs one statement each, replay record and audit row in them", async () => {
+    const rounds = 5;
+    const LOCK = `${KEY}.tflock`;
+    const send = async (method: string, i: number, body?: Buffer) =>
+      (
+        await sendRaw(
+          server.port,
+          await signS3(server.port, creds, {
+            method,
+            key: LOCK,
+            body,
+            headers: {
+              'amz-sdk-invocation-id': `costs-${method}-${i}`,
+              ...(method === 'PUT' ? { 'if-none-match': '*' } : {}),
+            },
+          }),
+        )
+      ).status;
+    const info = (i: number) =>
+      Buffer.from(JSON.stringify({ ID: `costs-s3-lock-${i}`, Operation: 'OperationTypePlan' }));
+    // Warm-up: the state row exists (the PUT above made it).
+    expect(await send('PUT', 0, info(0))).toBe(200);
+    expect(await send('DELETE', 0)).toBe(204);
+    const before = await statements('before');
+    for (let i = 1; i <= rounds; i++) {
+      expect(await send('PUT', i, info(i))).toBe(200);
+      expect(await send('GET', i)).toBe(200);
+      expect(await send('DELETE', i)).toBe(204);
+    }
+    const after = await statements('after');
+    // The acquire (LockRepository.acquireAtOnce) and the release of the lock ID this process
+    // saw the PutObject take (releaseAtOnce; without that, a holder read first) are one
+    // autocommit statement each, replay record and audit row included; the read is one.
+    expect(after.other - before.other).toBe(3 * rounds);
+  });
+
+  it("terraform's workspace listing (ListObjectsV2, below Express) costs one statement", async () => {
+    const list = async () =>
+      (
+        await sendRaw(
+          server.port,
+          await signS3(server.port, creds, {
+            method: 'GET',
+            key: '',
+            query: { 'list-type': '2', 'max-keys': '1000', prefix: 'env:/' },
+          }),
+        )
+      ).status;
+    expect(await list()).toBe(200);
+    const before = await statements('before');
+    for (let i = 0; i < N; i++) expect(await list()).toBe(200);
+    const after = await statements('after');
+    expect(after.other - before.other).toBe(N);
+  });
+
   describe.each(Object.entries(reads))('%s', (_name, read) => {
     it('verifies its credential once per request (in full or a kept verdict), never twice', async () => {
       await burst(read, 1);

@@ -1,8 +1,10 @@
 import type { IncomingMessage } from 'node:http';
 import { BackendLockRoute } from '../../src/backend/backend-lock.route';
 import { BackendReadRoute } from '../../src/backend/backend-read.route';
+import { S3ListRoute } from '../../src/s3compat/s3-list.route';
 import { S3ReadRoute } from '../../src/s3compat/s3-read.route';
 import { S3WriteRoute } from '../../src/s3compat/s3-write.route';
+import { s3Operation } from '../../src/s3compat/s3-operation';
 import { markAtRoot } from '../../src/s3compat/s3-request';
 
 /**
@@ -215,5 +217,60 @@ describe('BackendLockRoute.accepts', () => {
     ['UNLOCK', '/v1/backend/%E0%A4'],
   ])('leaves %s %s to the controller', (method, url) => {
     expect(locks.accepts(req(method, url))).toBe(false);
+  });
+});
+
+describe('S3ListRoute.accepts', () => {
+  const list = new S3ListRoute(undefined as never, undefined as never);
+
+  it.each([
+    ['/s3/tfstate?list-type=2&prefix=env%3A%2F', "Terraform's workspace listing"],
+    ['/s3/tfstate?list-type=2', 'the whole bucket'],
+    ['/s3/tfstate/?list-type=2&prefix=a', 'the bucket with a trailing slash'],
+    ['/s3/tfstate?delimiter=%2F&list-type=2&max-keys=1&start-after=a', 'paging'],
+    ['/s3/tfstate?continuation-token=abc&encoding-type=url&fetch-owner=true&list-type=2', 'more'],
+    ['/s3/tfstate?list-type=2&x-id=ListObjectsV2', "the SDK's x-id"],
+  ])('takes GET %s (%s)', (url) => {
+    expect(list.accepts(request('GET', url))).toBe(true);
+    expect(list.operation()).toBe(s3Operation('GET', url));
+  });
+
+  it('at the root of the S3 listener, reads the path as received', () => {
+    expect(list.accepts(request('GET', '/tfstate?list-type=2', {}, true))).toBe(true);
+    expect(list.accepts(request('GET', '/tfstate/k?list-type=2', {}, true))).toBe(false);
+  });
+
+  it.each([
+    ['GET', '/s3/tfstate', 'ListObjects (v1)'],
+    ['GET', '/s3/tfstate?prefix=a', 'ListObjects (v1)'],
+    ['GET', '/s3/tfstate?list-type=1', 'another list-type'],
+    ['GET', '/s3/tfstate?list-type=%32', 'list-type=2 percent-encoded'],
+    ['GET', '/s3/tfstate?list-type=2&list-type=2', 'list-type twice'],
+    ['GET', '/s3/tfstate?list-type', 'list-type without a value'],
+    ['GET', '/s3/tfstate?list-type=2&uploads', 'ListMultipartUploads'],
+    ['GET', '/s3/tfstate?list-type=2&location', 'a bucket query'],
+    ['GET', '/s3/tfstate?list-type=2&acl', 'a sub-resource'],
+    ['GET', '/s3/tfstate?list-type=2&statehouse-parity=1', 'a parameter it does not know'],
+    ['GET', '/s3/tfstate/k?list-type=2', 'an object'],
+    ['GET', '/s3/tfstate//?list-type=2', 'an empty key'],
+    ['GET', '/s3?list-type=2', 'the service'],
+    ['GET', '/s3/?list-type=2', 'the service'],
+    ['GET', '/s3//?list-type=2', 'an empty bucket name'],
+    ['GET', '/s3/t%ZZ?list-type=2', 'a bucket that does not decode'],
+    ['GET', '/S3/tfstate?list-type=2', 'the prefix in another case (the router decides)'],
+    ['HEAD', '/s3/tfstate?list-type=2', 'HeadBucket'],
+    ['PUT', '/s3/tfstate?list-type=2', 'a PUT'],
+    ['DELETE', '/s3/tfstate?list-type=2', 'a DELETE'],
+  ])('leaves %s %s to the controller (%s)', (method, url) => {
+    expect(list.accepts(request(method, url))).toBe(false);
+  });
+
+  it('leaves a listing with a body to the controller', () => {
+    expect(list.accepts(request('GET', '/s3/tfstate?list-type=2', { 'content-length': '1' }))).toBe(
+      false,
+    );
+    expect(
+      list.accepts(request('GET', '/s3/tfstate?list-type=2', { 'transfer-encoding': 'chunked' })),
+    ).toBe(false);
   });
 });

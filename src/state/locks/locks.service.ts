@@ -14,6 +14,7 @@ import { StateAccess } from '../state-access';
 import type { StateAddress } from '../state-types';
 import { Door } from '../state.views';
 import { parseLockInfo } from './lock-info';
+import { LockIdHints } from './lock-id-hints';
 import { HeldLocksSummary, LockRepository } from './lock.repository';
 import { lockView, LockView } from './locks.views';
 
@@ -34,6 +35,9 @@ export interface UnlockOptions {
  */
 @Injectable()
 export class LocksService {
+  /** The lock IDs this process saw each principal take (see `unlockAsPrincipal`). */
+  private readonly hints = new LockIdHints();
+
   constructor(
     private readonly locks: LockRepository,
     private readonly repo: StateRepository,
@@ -69,7 +73,7 @@ export class LocksService {
       const fast =
         parsed &&
         (await this.acquireAtOnce(principal, addr, parsed, options.door, options.inStatement));
-      if (fast) return fast;
+      if (fast) return this.heldBy(principal, addr, fast);
     }
     await this.access.assertMayCreateOnUse(principal, addr.unit);
     const { id, infoJson } = parsed ?? parseLockInfo(body, options.generateId);
@@ -95,7 +99,13 @@ export class LocksService {
       throw new DomainError('unavailable', 'the lock is changing hands too fast; try again');
     });
     if (acquired) this.metrics?.lockAcquired(options.door);
-    return held;
+    return this.heldBy(principal, addr, held);
+  }
+
+  /** The caller's own lock, as acquire answers it: remembered as a hint for its release. */
+  private heldBy(principal: Principal, addr: StateAddress, lock: HeldLock): HeldLock {
+    this.hints.held(addr, principal.subject, lock.id);
+    return lock;
   }
 
   /**
@@ -151,6 +161,7 @@ export class LocksService {
   ): Promise<void> {
     assertUnitName(addr.unit);
     await this.authz.authorize(principal, 'unit.lock', addr);
+    this.hints.forget(addr, principal.subject);
     if (await this.releaseAtOnce(principal, addr, lockId, door)) return;
     // Nothing was deleted: the transactional path says why (or finds a retried release).
     await this.repo.transaction(async (m) => {
@@ -226,10 +237,22 @@ export class LocksService {
   ): Promise<boolean> {
     assertUnitName(addr.unit);
     await this.authz.authorize(principal, 'unit.lock', addr);
+    const hint = this.hints.get(addr, principal.subject);
+    this.hints.forget(addr, principal.subject);
     if (!options.inTransaction || options.inStatement) {
-      // The common case — the caller's own lock — in two statements: the holder read, then the
-      // one-statement release of exactly that lock. Anything else (no lock, another's lock, a
-      // lock that changed hands in between) is the transactional path's to decide.
+      // The common case — the caller's own lock, taken through this process — in one statement:
+      // the release of the lock ID it was seen to take, which deletes nothing unless that very
+      // lock is still the caller's. A client that sends If-Match needs the holder read first.
+      if (
+        hint !== undefined &&
+        !options.precondition &&
+        (await this.releaseAtOnce(principal, addr, hint, door, options.inStatement))
+      ) {
+        return true;
+      }
+      // Otherwise in two statements: the holder read, then the one-statement release of
+      // exactly that lock. Anything else (no lock, another's lock, a lock that changed hands in
+      // between) is the transactional path's to decide.
       const held = await this.locks.holderAt((params) => this.repo.stateOf(params, addr));
       if (held && held.principal === principal.subject) {
         options.precondition?.(held);
