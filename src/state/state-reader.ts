@@ -36,7 +36,7 @@ export class StateReader {
   async current(principal: Principal, addr: StateAddress): Promise<VersionView> {
     assertUnitName(addr.unit);
     await this.authz.authorize(principal, 'unit.read', addr);
-    const { version } = await this.repo.findCurrent(this.repo.manager, addr.unit, addr.workspace);
+    const version = await this.repo.findServed(addr.unit, addr.workspace);
     if (!version) throw stateNotFound(addr.unit, addr.workspace);
     return versionView(version);
   }
@@ -54,7 +54,7 @@ export class StateReader {
     assertUnitName(addr.unit);
     await this.authz.authorize(principal, 'unit.read', addr);
     for (let attempt = 0; ; attempt++) {
-      const { version } = await this.repo.findCurrent(this.repo.manager, addr.unit, addr.workspace);
+      const version = await this.repo.findServed(addr.unit, addr.workspace);
       if (!version) throw stateNotFound(addr.unit, addr.workspace);
       const bytes = range?.(Number(version.size));
       try {

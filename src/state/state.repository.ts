@@ -2,6 +2,7 @@ import { Injectable, Optional } from '@nestjs/common';
 import { ChangeCount, DataChanges } from '../database/data-changes';
 import { transaction, TransactionWork } from '../database/transaction';
 import { SqlParams, sqlRows } from '../database/sql';
+import { pooledRows } from '../database/pooled-statement';
 import { DataSource, EntityManager } from 'typeorm';
 import { HeldLock } from '../common/errors';
 import { DEFAULT_WORKSPACE } from '../common/names';
@@ -104,6 +105,42 @@ const VERSION_COLUMNS = `v.id, v.state_id, v.version, v.serial, v.lineage, v.ter
   v.encrypted, v.sha256, v.md5, v.size, v.blob_key, v.outputs, v.output_digests,
   v.sensitive_outputs, v.output_set_digest, v.public_output_set_digest, v.created_at, v.created_by,
   v.door, v.restored_from`;
+
+/** What a GET of the current state reads of its version: `versionView`'s columns, the blob key. */
+export type ServedVersionRow = Pick<
+  VersionRow,
+  | 'version'
+  | 'serial'
+  | 'lineage'
+  | 'terraform_version'
+  | 'encrypted'
+  | 'sha256'
+  | 'md5'
+  | 'size'
+  | 'blob_key'
+  | 'created_at'
+  | 'created_by'
+  | 'door'
+  | 'restored_from'
+>;
+
+/**
+ * The current version of a live state of a live unit, only the columns a GET serves: none of
+ * the outputs (JSON the GET would parse and never use). No row when there is none to serve.
+ */
+const SERVED_CURRENT = `SELECT v.version, v.serial, v.lineage, v.terraform_version, v.encrypted,
+       v.sha256, v.md5, v.size, v.blob_key, v.created_at, v.created_by, v.door, v.restored_from
+  FROM units u
+  JOIN states s ON s.unit_id = u.id AND s.workspace = $2 AND s.deleted_at IS NULL
+  JOIN versions v ON v.id = s.current_version_id
+ WHERE u.name = $1 AND u.deleted_at IS NULL`;
+
+/** `queryCurrent`'s statement: the unit, and its workspace's current version if any. */
+const CURRENT = `SELECT u.id AS unit_id, u.deleted_at AS unit_deleted_at, ${VERSION_COLUMNS}
+         FROM units u
+         LEFT JOIN states s ON s.unit_id = u.id AND s.workspace = $2 AND s.deleted_at IS NULL
+         LEFT JOIN versions v ON v.id = s.current_version_id
+        WHERE u.name = $1`;
 
 export interface CurrentRows {
   unit: UnitRow | undefined;
@@ -539,15 +576,29 @@ export class StateRepository {
   async findCurrent(m: EntityManager, unitName: string, workspace: string): Promise<CurrentRows> {
     // Counted before the query: a change queued meanwhile makes what it returns stale at once.
     const changes = m === this.db.manager ? this.currentChanges?.count() : undefined;
-    if (changes === undefined) return this.queryCurrent(m, unitName, workspace);
+    if (changes === undefined) return this.queryCurrent(m, unitName, workspace, true);
     const cached = this.currentCache.get(unitName, workspace, changes);
     if (cached) {
       this.currentCache.hits++;
       return cached;
     }
     this.currentCache.misses++;
-    const found = await this.queryCurrent(m, unitName, workspace);
+    const found = await this.queryCurrent(m, unitName, workspace, false);
     return this.currentCache.put(unitName, workspace, changes, found);
+  }
+
+  /**
+   * What a GET serves of the current version (`findCurrent`'s, its outputs left out), outside
+   * any transaction. On the embedded database it is `findCurrent`'s answer, kept in memory; on
+   * PostgreSQL it is asked of the database every time (another replica may have written since),
+   * as one named statement on the pool itself that reads no more columns than are served.
+   */
+  async findServed(unitName: string, workspace: string): Promise<ServedVersionRow | undefined> {
+    if (this.currentChanges?.count() !== undefined) {
+      return (await this.findCurrent(this.db.manager, unitName, workspace)).version;
+    }
+    const rows = await pooledRows<ServedVersionRow>(this.db, SERVED_CURRENT, [unitName, workspace]);
+    return rows[0];
   }
 
   /** How `findCurrent` was answered on the embedded database: from memory, or by a query. */
@@ -559,16 +610,16 @@ export class StateRepository {
     m: EntityManager,
     unitName: string,
     workspace: string,
+    /** Not kept (PostgreSQL): outside a transaction it runs on the pool itself. */
+    uncached: boolean,
   ): Promise<CurrentRows> {
-    const rows = await sqlRows<VersionRow & { unit_id: string; unit_deleted_at: Date | null }>(
-      m,
-      `SELECT u.id AS unit_id, u.deleted_at AS unit_deleted_at, ${VERSION_COLUMNS}
-         FROM units u
-         LEFT JOIN states s ON s.unit_id = u.id AND s.workspace = $2 AND s.deleted_at IS NULL
-         LEFT JOIN versions v ON v.id = s.current_version_id
-        WHERE u.name = $1`,
-      [unitName, workspace],
-    );
+    type Row = VersionRow & { unit_id: string; unit_deleted_at: Date | null };
+    // Outside a transaction on PostgreSQL, one named statement on the pool itself, without a
+    // TypeORM QueryRunner (`pooledRows`); the embedded database's kept reads stay as they were.
+    const rows =
+      uncached && m === this.db.manager
+        ? await pooledRows<Row>(this.db, CURRENT, [unitName, workspace])
+        : await sqlRows<Row>(m, CURRENT, [unitName, workspace]);
     if (rows.length === 0) return { unit: undefined, version: undefined };
     const row = rows[0];
     const unit = { id: row.unit_id, name: unitName, deleted_at: row.unit_deleted_at } as UnitRow;

@@ -1,5 +1,5 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
-import type { StateSummaryRow, UnitRow, VersionRow } from './state.repository';
+import type { ServedVersionRow, StateSummaryRow, UnitRow } from './state.repository';
 
 export type { Door } from '../common/request-context';
 
@@ -38,7 +38,7 @@ export class VersionView {
   restoredFrom!: number | null;
 }
 
-export function versionView(row: VersionRow): VersionView {
+export function versionView(row: ServedVersionRow): VersionView {
   return {
     version: row.version,
     serial: row.serial === null ? null : Number(row.serial),

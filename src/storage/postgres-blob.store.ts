@@ -1,6 +1,6 @@
 import { Readable } from 'node:stream';
 import type { DataSource } from 'typeorm';
-import { sqlRows } from '../database/sql';
+import { pooledRows } from '../database/pooled-statement';
 import {
   assertBlobKey,
   BlobNotFoundError,
@@ -28,7 +28,8 @@ const CHUNK_BYTES_SQL = "encode(data, 'base64')";
  * chunks as they arrive, outside any transaction, under a key nothing refers to yet; the blob is
  * complete when `put` resolves, and only then does a version row point at it. A failed put
  * deletes what it inserted. Reads fetch one chunk at a time, so memory stays at one chunk; a
- * whole read is one statement per chunk (the first also answers how many there are).
+ * whole read is one statement per chunk (the first also answers how many there are), each run
+ * on the pool itself and, on PostgreSQL, prepared once per connection (`pooledRows`).
  */
 export class PostgresBlobStore implements BlobStore {
   readonly driver = 'postgres' as const;
@@ -87,8 +88,8 @@ export class PostgresBlobStore implements BlobStore {
       // A whole read asks once for the first chunk and how many there are: every blob has a
       // chunk 0 (an empty one too), so no row means no blob, and a chunk missing later on is
       // a blob deleted meanwhile, never a short body.
-      const rows = await sqlRows<{ data: string; n: number }>(
-        this.db.manager,
+      const rows = await pooledRows<{ data: string; n: number }>(
+        this.db,
         `SELECT ${CHUNK_BYTES_SQL} AS data, (SELECT count(*)::int FROM blob_chunks WHERE blob_key = $1) AS n FROM blob_chunks WHERE blob_key = $1 AND seq = 0`,
         [key],
       );
@@ -112,8 +113,8 @@ export class PostgresBlobStore implements BlobStore {
         let data = first;
         first = undefined;
         if (!data) {
-          const rows = await sqlRows<{ data: string }>(
-            db.manager,
+          const rows = await pooledRows<{ data: string }>(
+            db,
             `SELECT ${CHUNK_BYTES_SQL} AS data FROM blob_chunks WHERE blob_key = $1 AND seq = $2`,
             [key, seq],
           );
@@ -133,8 +134,8 @@ export class PostgresBlobStore implements BlobStore {
 
   async stat(key: string): Promise<number | undefined> {
     assertBlobKey(key);
-    const rows = await sqlRows<{ n: number; size: string }>(
-      this.db.manager,
+    const rows = await pooledRows<{ n: number; size: string }>(
+      this.db,
       'SELECT count(*)::int AS n, coalesce(sum(octet_length(data)), 0)::bigint AS size FROM blob_chunks WHERE blob_key = $1',
       [key],
     );

@@ -5,8 +5,8 @@ import { Readable } from 'node:stream';
 import type { DataSource } from 'typeorm';
 import { PG_CHUNK_BYTES, PostgresBlobStore } from '../../src/storage/postgres-blob.store';
 import { describeBlobStoreContract, readAll } from '../support/blob-store.contract';
-import { openTestDatabase, TestDatabase } from '../support/database';
-import { statementsOf } from '../support/statements';
+import { ON_POSTGRES, openTestDatabase, TestDatabase } from '../support/database';
+import { sentStatementsOf, statementsOf } from '../support/statements';
 
 // The postgres driver keeps blobs as ordered 1 MiB chunk rows in the real database.
 describeBlobStoreContract('postgres', async () => {
@@ -51,6 +51,40 @@ describe('postgres blob store: the cost of a read', () => {
       await statementsOf(async () => (got = await readAll(await store.get(three.key)))),
     ).toHaveLength(3);
     expect(got?.equals(three.body)).toBe(true);
+  });
+
+  it('reads on the pool, without a TypeORM QueryRunner, as statements prepared once per connection on PostgreSQL', async () => {
+    const three = await stored(2 * PG_CHUNK_BYTES + 1);
+    const runners = jest.spyOn(db.dataSource, 'createQueryRunner');
+    try {
+      const sent = await sentStatementsOf(async () => {
+        await readAll(await store.get(three.key));
+        await readAll(
+          await store.get(three.key, { start: PG_CHUNK_BYTES, end: PG_CHUNK_BYTES + 9 }),
+        );
+      });
+      expect(runners).not.toHaveBeenCalled();
+      // The first chunk and the count, two more chunks; a range: the size, its one chunk.
+      expect(sent).toHaveLength(5);
+      const [first, second, third, size, ranged] = sent;
+      expect([third.text, ranged.text]).toEqual([second.text, second.text]);
+      expect(size.text).toMatch(/^SELECT count/);
+      if (ON_POSTGRES) {
+        for (const s of sent) expect(s.name).toMatch(/^statehouse_[0-9a-f]{40}$/);
+        expect(new Set(sent.map((s) => s.name)).size).toBe(3);
+        expect(first.name).not.toBe(second.name);
+      } else {
+        expect(sent.map((s) => s.name)).toEqual([
+          undefined,
+          undefined,
+          undefined,
+          undefined,
+          undefined,
+        ]);
+      }
+    } finally {
+      runners.mockRestore();
+    }
   });
 
   it('receives a chunk in far fewer bytes than the hex text of a bytea (twice its size)', async () => {
