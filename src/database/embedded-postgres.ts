@@ -13,6 +13,7 @@ import {
 import { dirname, join } from 'node:path';
 import { DataDirLock } from './data-dir-lock';
 import { PgliteBridge } from './pglite-bridge';
+import { DurableNodeFS, durableStartParams, syncPath, syncTree } from './pglite-durable-fs';
 import { WatchedTables } from './statement-changes';
 import { precompiledPglite } from './pglite-precompile';
 import { DEFAULT_SNAPSHOT_DIR, snapshotFile } from './pglite-snapshot';
@@ -30,9 +31,12 @@ export const EMBEDDED_SOCKET_PORT = 5432;
  */
 export const EMBEDDED_SHARED_BUFFERS = '16MB';
 
-/** PGlite's own start parameters, and the settings above (a `-c` wins over postgresql.conf). */
-const EMBEDDED_START_PARAMS = [
-  ...PGlite.defaultStartParams,
+/**
+ * PGlite's own start parameters with fsync on (`durableStartParams`, made real by
+ * `DurableNodeFS`), and the settings above (a `-c` wins over postgresql.conf).
+ */
+export const EMBEDDED_START_PARAMS = [
+  ...durableStartParams(PGlite.defaultStartParams),
   '-c',
   `shared_buffers=${EMBEDDED_SHARED_BUFFERS}`,
 ];
@@ -81,7 +85,7 @@ export class EmbeddedPostgres {
         : await createCluster(pgDir, options.snapshotDir ?? DEFAULT_SNAPSHOT_DIR);
       const pgliteWasmModule = await precompiledPglite();
       const db = await PGlite.create({
-        dataDir: pgDir,
+        fs: new DurableNodeFS(pgDir),
         startParams: EMBEDDED_START_PARAMS,
         ...(pgliteWasmModule && { pgliteWasmModule }),
       });
@@ -141,7 +145,9 @@ async function createCluster(pgDir: string, snapshotDir: string): Promise<Embedd
     const creating = mkdtempSync(join(parent, CREATING_PREFIX));
     try {
       unpackSnapshot(snapshot, creating);
+      syncTree(creating);
       renameSync(creating, pgDir);
+      syncPath(parent);
       return 'snapshot';
     } catch (e) {
       // A damaged snapshot costs the start its speed, not the database: initdb makes it.
@@ -154,7 +160,9 @@ async function createCluster(pgDir: string, snapshotDir: string): Promise<Embedd
   const creating = mkdtempSync(join(parent, CREATING_PREFIX));
   try {
     await initdbInChildProcess(creating);
+    syncTree(creating);
     renameSync(creating, pgDir);
+    syncPath(parent);
   } finally {
     rmSync(creating, { recursive: true, force: true });
   }
