@@ -30,8 +30,15 @@ interface NodefsApi {
 }
 
 interface EmscriptenModule {
-  FS: { filesystems: { NODEFS: NodefsApi } };
+  FS: {
+    filesystems: { NODEFS: NodefsApi };
+    /** The error Emscripten's system calls turn into an errno for the caller. */
+    ErrnoError: new (errno: number) => Error;
+  };
 }
+
+/** EIO in Emscripten's errno numbering (its ERRNO_CODES). */
+const EMSCRIPTEN_EIO = 29;
 
 type EmscriptenOpts = { preRun?: ((mod: EmscriptenModule) => void)[] } & Record<string, unknown>;
 
@@ -60,7 +67,16 @@ export class DurableNodeFS extends NodeFS {
     emscriptenOpts.preRun = [
       (mod) => {
         const nodefs = mod.FS.filesystems.NODEFS;
-        nodefs.stream_ops.fsync = (stream) => fsyncStream(nodefs, stream);
+        nodefs.stream_ops.fsync = (stream) => {
+          try {
+            return fsyncStream(nodefs, stream);
+          } catch {
+            // A failed fsync reaches PostgreSQL as fsync(2)'s EIO, which it answers by stopping
+            // (a PANIC, as data_sync_retry is off) rather than trusting pages it cannot flush;
+            // any other exception would unwind through the WebAssembly mid-statement.
+            throw new mod.FS.ErrnoError(EMSCRIPTEN_EIO);
+          }
+        };
       },
       ...(emscriptenOpts.preRun ?? []),
     ];

@@ -576,14 +576,14 @@ export class StateRepository {
   async findCurrent(m: EntityManager, unitName: string, workspace: string): Promise<CurrentRows> {
     // Counted before the query: a change queued meanwhile makes what it returns stale at once.
     const changes = m === this.db.manager ? this.currentChanges?.count() : undefined;
-    if (changes === undefined) return this.queryCurrent(m, unitName, workspace, true);
+    if (changes === undefined) return this.queryCurrent(m, unitName, workspace);
     const cached = this.currentCache.get(unitName, workspace, changes);
     if (cached) {
       this.currentCache.hits++;
       return cached;
     }
     this.currentCache.misses++;
-    const found = await this.queryCurrent(m, unitName, workspace, false);
+    const found = await this.queryCurrent(m, unitName, workspace);
     return this.currentCache.put(unitName, workspace, changes, found);
   }
 
@@ -610,14 +610,13 @@ export class StateRepository {
     m: EntityManager,
     unitName: string,
     workspace: string,
-    /** Not kept (PostgreSQL): outside a transaction it runs on the pool itself. */
-    uncached: boolean,
   ): Promise<CurrentRows> {
     type Row = VersionRow & { unit_id: string; unit_deleted_at: Date | null };
-    // Outside a transaction on PostgreSQL, one named statement on the pool itself, without a
-    // TypeORM QueryRunner (`pooledRows`); the embedded database's kept reads stay as they were.
+    // Outside a transaction on PostgreSQL (where nothing is kept: no change count), one named
+    // statement on the pool itself, without a TypeORM QueryRunner (`pooledRows`); the embedded
+    // database's kept reads stay as they were.
     const rows =
-      uncached && m === this.db.manager
+      m === this.db.manager && this.currentChanges?.count() === undefined
         ? await pooledRows<Row>(this.db, CURRENT, [unitName, workspace])
         : await sqlRows<Row>(m, CURRENT, [unitName, workspace]);
     if (rows.length === 0) return { unit: undefined, version: undefined };
