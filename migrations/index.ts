@@ -9,6 +9,7 @@ import { OutputsJson1764620000000 } from './1764620000000-outputs-json';
 import { CredentialLineage1764640000000 } from './1764640000000-credential-lineage';
 import { S3Buckets1764660000000 } from './1764660000000-s3-buckets';
 import { SchemaCompatibility1764680000000 } from './1764680000000-schema-compatibility';
+import { Tfe1764700000000 } from './1764700000000-tfe';
 import { LeveledMigration, levelOf } from '../src/database/schema-compat';
 
 /**
@@ -29,6 +30,7 @@ export const MIGRATIONS: (new () => LeveledMigration)[] = [
   CredentialLineage1764640000000,
   S3Buckets1764660000000,
   SchemaCompatibility1764680000000,
+  Tfe1764700000000,
 ];
 
 /** This code's schema level: its newest migration's timestamp. */

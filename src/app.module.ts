@@ -19,6 +19,7 @@ import { RbacModule } from './rbac/rbac.module';
 import { S3Module } from './s3compat/s3.module';
 import { StateModule } from './state/state.module';
 import { StorageModule } from './storage/storage.module';
+import { TfeModule } from './tfe/tfe.module';
 
 @Module({})
 export class AppModule {
@@ -36,6 +37,7 @@ export class AppModule {
         StateModule,
         BackendModule,
         S3Module,
+        TfeModule,
         GraphModule,
         HealthModule,
         MetricsModule,

@@ -22,6 +22,9 @@ import { VersionEntity } from './state/entities/version.entity';
 import { BlobChunkEntity } from './storage/entities/blob-chunk.entity';
 import { SchemaCompatibilityEntity } from './database/entities/schema-compatibility.entity';
 import { SettingEntity } from './database/entities/setting.entity';
+import { TfeProjectEntity } from './tfe/entities/tfe-project.entity';
+import { TfeStateUploadEntity } from './tfe/entities/tfe-state-upload.entity';
+import { TfeWorkspaceEntity } from './tfe/entities/tfe-workspace.entity';
 
 /**
  * Every table the migrations create; the schema check compares the two. The root hands this
@@ -52,4 +55,7 @@ export const ENTITIES = [
   RbacAssignmentEntity,
   AuditEventEntity,
   GraphEdgeEntity,
+  TfeWorkspaceEntity,
+  TfeProjectEntity,
+  TfeStateUploadEntity,
 ];

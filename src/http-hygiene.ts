@@ -6,13 +6,14 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { S3_PREFIX } from './s3compat/s3-request';
 import { corsAnswer } from './common/cors';
 import { DomainError } from './common/errors';
+import { TFP_API_VERSION } from './tfe/jsonapi';
 
 /**
  * Which part of the server a request is for, as far as answer headers go. Decided by Express
  * mounts at the doors' prefixes — the same matching that routes the request to the door (any
  * case, with or without a trailing slash) — never by a second pattern over the path.
  */
-type Area = 's3' | 'backend' | 'docs' | 'api';
+type Area = 's3' | 'backend' | 'tfe' | 'docs' | 'api';
 const AREA = Symbol('statehouse.http-area');
 type Marked = Request & { [AREA]?: Area };
 
@@ -144,6 +145,7 @@ const docsHeaders = helmet({
 export function useHttpHygiene(app: NestExpressApplication, corsOrigins: readonly string[]): void {
   app.use(S3_PREFIX, area('s3'));
   app.use('/v1/backend', area('backend'));
+  app.use('/api/v2', area('tfe'));
   app.use(DOCS_PATH, area('docs'));
   app.use(hygiene(new Set(corsOrigins)));
   app.use(DOCS_PATH, docsFilesOnly);
@@ -166,8 +168,9 @@ function hygiene(corsOrigins: ReadonlySet<string>): RequestHandler {
   return (req: Marked, res: Response, next: NextFunction) => {
     const where = req[AREA] ?? 'api';
     if (where === 's3') return next();
+    if (where === 'tfe') setTfeHeaders(res);
     (where === 'docs' ? docsHeaders : jsonHeaders)(req, res, (err?: unknown) => {
-      if (err !== undefined || where === 'backend') return next(err);
+      if (err !== undefined || where === 'backend' || where === 'tfe') return next(err);
       const cors = corsAnswer(corsOrigins, {
         method: req.method,
         origin: req.headers.origin,
@@ -190,4 +193,15 @@ function hygiene(corsOrigins: ReadonlySet<string>): RequestHandler {
       }
     });
   };
+}
+
+/**
+ * What every answer of the TFE door carries: the API version Terraform's `cloud {}` block checks
+ * (it refuses below 2.5), and the application's name Terraform shows in messages. No
+ * `x-terraform-snapshot-interval`: Terraform then uploads one state at the end of an apply.
+ */
+function setTfeHeaders(res: Response): void {
+  res.setHeader('TFP-API-Version', TFP_API_VERSION);
+  res.setHeader('TFP-AppName', 'Statehouse');
+  res.setHeader('X-TFE-Version', 'statehouse');
 }

@@ -22,6 +22,8 @@ export type SecurityEventType =
   | 'unit.delete'
   | 'unit.undelete'
   | 'unit.purge'
+  | 'unit.update'
+  | 'project.create'
   | 'authz.denied'
   | 'rbac.init'
   | 'rbac.change'

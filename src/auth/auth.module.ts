@@ -71,6 +71,13 @@ class AuthDisabledWarning implements OnModuleInit, BeforeApplicationShutdown {
     RequestAuthenticator,
     { provide: APP_GUARD, useClass: AuthGuard },
   ],
-  exports: [BootstrapTokenService, StsService, TokenService, SigningKeys, RequestAuthenticator],
+  exports: [
+    CredentialRevocations,
+    BootstrapTokenService,
+    StsService,
+    TokenService,
+    SigningKeys,
+    RequestAuthenticator,
+  ],
 })
 export class AuthModule {}

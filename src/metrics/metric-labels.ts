@@ -8,7 +8,7 @@ import type { Door } from '../common/request-context';
 import { BLOB_STORE_OPERATIONS } from '../storage/observed-blob.store';
 
 /** The `door` label: how a request came in. */
-export const DOOR_LABELS = ['s3', 'backend', 'api'] as const;
+export const DOOR_LABELS = ['s3', 'backend', 'api', 'tfe'] as const;
 export type DoorLabel = (typeof DOOR_LABELS)[number];
 
 /** The request context's door (the HTTP backend is `http` there) as a label. */
@@ -18,6 +18,8 @@ export function doorLabel(door: Door | undefined): DoorLabel {
       return 's3';
     case 'http':
       return 'backend';
+    case 'tfe':
+      return 'tfe';
     case 'api':
     case undefined:
       return 'api';
@@ -28,6 +30,7 @@ export function doorLabel(door: Door | undefined): DoorLabel {
 export function doorOfUnroutedPath(url: string): DoorLabel {
   if (/^\/s3(?:[/?]|$)/i.test(url)) return 's3';
   if (/^\/v1\/backend(?:[/?]|$)/i.test(url)) return 'backend';
+  if (/^\/api\/v2(?:[/?]|$)/i.test(url)) return 'tfe';
   return 'api';
 }
 

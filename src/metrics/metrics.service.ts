@@ -191,7 +191,13 @@ export class MetricsService {
    * registered route), so its operation label (`GET /v1/units/:name`) is built once, not per
    * request.
    */
-  routeObserved(route: { path: string }, method: string, status: number, seconds: number): void {
+  routeObserved(
+    route: { path: string },
+    method: string,
+    status: number,
+    seconds: number,
+    door: 'api' | 'tfe' = 'api',
+  ): void {
     let byMethod = this.byRoute.get(route);
     if (!byMethod) {
       byMethod = new Map();
@@ -204,7 +210,7 @@ export class MetricsService {
     }
     let s = series[status];
     if (!s) {
-      s = this.requests.labels('api', apiOperation(method, route.path), STATUS_LABELS[status]);
+      s = this.requests.labels(door, apiOperation(method, route.path), STATUS_LABELS[status]);
       series[status] = s;
     }
     s.observe(seconds);

@@ -74,7 +74,8 @@ export function observeRequest(
       metrics.requestObserved(door, backendOperation(req.method, req.originalUrl), status, seconds);
       return;
     case 'api':
-      metrics.routeObserved(route as { path: string }, req.method, status, seconds);
+    case 'tfe':
+      metrics.routeObserved(route as { path: string }, req.method, status, seconds, door);
       return;
   }
 }

@@ -167,6 +167,17 @@ export class StateReader {
     return out;
   }
 
+  /** The metadata of version `n` (`version.read` and `unit.read`): no bytes read, no audit. */
+  async describeVersion(principal: Principal, addr: StateAddress, n: number): Promise<VersionView> {
+    assertUnitName(addr.unit);
+    await this.authz.authorize(principal, 'version.read', addr);
+    await this.authz.authorize(principal, 'unit.read', addr);
+    const state = await this.anyState(addr);
+    const row = await this.repo.findVersion(this.repo.manager, state.id, n);
+    if (!row) throw versionNotFound(addr, n);
+    return versionView(row);
+  }
+
   async listVersions(
     principal: Principal,
     addr: StateAddress,

@@ -268,6 +268,13 @@ export class StateRepository {
     return this.db.manager;
   }
 
+  /** A unit by its id (the TFE door's workspace ids carry it), deleted or not. */
+  async findUnitById(id: string): Promise<UnitRow | undefined> {
+    if (!/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/.test(id)) return undefined;
+    const rows = await sqlRows<UnitRow>(this.db.manager, 'SELECT * FROM units WHERE id = $1', [id]);
+    return rows[0];
+  }
+
   async findUnit(m: EntityManager, name: string): Promise<UnitRow | undefined> {
     const rows = await sqlRows<UnitRow>(m, 'SELECT * FROM units WHERE name = $1', [name]);
     return rows[0];

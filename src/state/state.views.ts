@@ -28,7 +28,7 @@ export class VersionView {
   createdAt!: string;
   @ApiProperty()
   createdBy!: string;
-  @ApiProperty({ enum: ['http', 's3', 'api'] })
+  @ApiProperty({ enum: ['http', 's3', 'api', 'tfe'] })
   door!: string;
   @ApiPropertyOptional({
     type: Number,

@@ -10,7 +10,7 @@ export function assertMayWrite(
   holder: HeldLock | null,
   principal: string,
   lockId: string | undefined,
-  door: 'http' | 'api' | 's3',
+  door: 'http' | 'api' | 's3' | 'tfe',
 ): void {
   if (holder === null) {
     if (lockId !== undefined && lockId !== '') {

@@ -342,6 +342,14 @@ export class LocksService {
     return removed;
   }
 
+  /**
+   * The held lock of a state, or null, for a door that shows it beside what the caller was
+   * already allowed to see (the TFE workspace's `locked`): no authorization of its own.
+   */
+  async heldLockOf(addr: StateAddress): Promise<HeldLock | null> {
+    return (await this.locks.holderAt((params) => this.repo.stateOf(params, addr))) ?? null;
+  }
+
   /** The held lock with its LockInfo exactly as sent (`lock_not_found` when unlocked). */
   async holder(principal: Principal, addr: StateAddress): Promise<HeldLock> {
     assertUnitName(addr.unit);

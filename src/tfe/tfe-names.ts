@@ -1,0 +1,94 @@
+/**
+ * How the TFE door names things (pure): organization `acme` with workspace `network` is the unit
+ * `acme/network`, its `default` workspace. Workspace ids carry the unit's id, state version ids
+ * the unit's id and the version number, so every id is stable and holds no `/`.
+ */
+import { DomainError } from '../common/errors';
+import { unitNameProblem } from '../common/names';
+
+const NAME = /^[A-Za-z0-9_-][A-Za-z0-9._-]*$/;
+export const MAX_ORGANIZATION_LENGTH = 64;
+export const MAX_WORKSPACE_NAME_LENGTH = 90;
+const UUID = '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}';
+const WORKSPACE_ID = new RegExp(`^ws-(${UUID})$`);
+const VERSION_ID = new RegExp(`^sv-(${UUID})-(\\d{1,9})$`);
+const UPLOAD_ID = /^svu-[0-9a-f]{32}$/;
+
+function nameProblem(kind: string, name: string, max: number): string | undefined {
+  if (name.length === 0) return `${kind} name is empty`;
+  if (name.length > max) return `${kind} name is longer than ${max} characters`;
+  if (!NAME.test(name) || name === '.' || name === '..') {
+    return `${kind} name may only contain letters, digits, "-", "_" and "." (not first)`;
+  }
+  return undefined;
+}
+
+export function assertOrganization(name: string): string {
+  const problem = nameProblem('organization', name, MAX_ORGANIZATION_LENGTH);
+  if (problem)
+    throw new DomainError('invalid_name', `${JSON.stringify(name.slice(0, 100))}: ${problem}`);
+  return name;
+}
+
+/** The unit a workspace of an organization is; `invalid_name` (422) for names it cannot be. */
+export function unitOfWorkspace(organization: string, workspace: string): string {
+  assertOrganization(organization);
+  const problem =
+    nameProblem('workspace', workspace, MAX_WORKSPACE_NAME_LENGTH) ??
+    unitNameProblem(`${organization}/${workspace}`);
+  if (problem) {
+    throw new DomainError('invalid_name', `${JSON.stringify(workspace.slice(0, 100))}: ${problem}`);
+  }
+  return `${organization}/${workspace}`;
+}
+
+/** Organization and workspace of a unit this door serves, or undefined (one or 3+ segments). */
+export function workspaceOfUnit(unit: string): { organization: string; name: string } | undefined {
+  const parts = unit.split('/');
+  if (parts.length !== 2) return undefined;
+  return { organization: parts[0], name: parts[1] };
+}
+
+export const workspaceId = (unitId: string): string => `ws-${unitId}`;
+
+export function unitIdOfWorkspaceId(id: string): string | undefined {
+  return WORKSPACE_ID.exec(id)?.[1];
+}
+
+export const stateVersionId = (unitId: string, version: number): string =>
+  `sv-${unitId}-${version}`;
+
+export type StateVersionRef =
+  { kind: 'version'; unitId: string; version: number } | { kind: 'upload'; id: string };
+
+export function parseStateVersionId(id: string): StateVersionRef | undefined {
+  const v = VERSION_ID.exec(id);
+  if (v) return { kind: 'version', unitId: v[1], version: Number(v[2]) };
+  if (UPLOAD_ID.test(id)) return { kind: 'upload', id };
+  return undefined;
+}
+
+/** A key-only tag: what Terraform's `tags = [...]` and `workspace new` send. */
+export function assertTagName(tag: unknown): string {
+  if (typeof tag !== 'string' || !/^[A-Za-z0-9][A-Za-z0-9:_.-]{0,254}$/.test(tag)) {
+    throw new DomainError(
+      'invalid_name',
+      `tag ${JSON.stringify(String(tag).slice(0, 100))}: tags are 1-255 letters, digits, ":", "_", "." and "-", starting with a letter or digit`,
+    );
+  }
+  return tag;
+}
+
+const OUTPUT_ID = new RegExp(`^wsout-(${UUID})-(\\d{1,9})-((?:[0-9a-f]{2}){1,256})$`);
+
+/** A state version output's id: the version's, and the output's name (hex). */
+export const outputId = (unitId: string, version: number, name: string): string =>
+  `wsout-${unitId}-${version}-${Buffer.from(name, 'utf8').toString('hex')}`;
+
+export function parseOutputId(
+  id: string,
+): { unitId: string; version: number; name: string } | undefined {
+  const m = OUTPUT_ID.exec(id);
+  if (!m) return undefined;
+  return { unitId: m[1], version: Number(m[2]), name: Buffer.from(m[3], 'hex').toString('utf8') };
+}
