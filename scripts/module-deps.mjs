@@ -40,6 +40,7 @@ export const LAYERS = [
   'health',
   'backend', // door: Terraform's HTTP backend
   's3compat', // door: the S3-compatible endpoint
+  'tfe', // door: the TFE API (cloud {}, backend "remote")
   'graph', // the dependency graph (a write hook on state)
   'state', // units, workspaces, versions: the write and read paths
   'auth', // who is calling: login, tokens, STS credentials, revocation, the global guard

@@ -270,7 +270,8 @@ export class StateRepository {
 
   /** A unit by its id (the TFE door's workspace ids carry it), deleted or not. */
   async findUnitById(id: string): Promise<UnitRow | undefined> {
-    if (!/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/.test(id)) return undefined;
+    if (!/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/.test(id))
+      return undefined;
     const rows = await sqlRows<UnitRow>(this.db.manager, 'SELECT * FROM units WHERE id = $1', [id]);
     return rows[0];
   }

@@ -125,7 +125,7 @@ export function readDocument(body: Buffer, expectedType?: string): RequestData {
   if (!isObject(relationships)) {
     throw new DomainError('invalid_request', '"data.relationships" must be an object');
   }
-  return { type: data.type as string | undefined, attributes, relationships };
+  return { type: data.type, attributes, relationships };
 }
 
 /** An optional string attribute (undefined when absent or null). */

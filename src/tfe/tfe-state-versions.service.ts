@@ -226,6 +226,7 @@ export class TfeStateVersionsService {
   }
 
   publicUrl(path: string): string {
-    return `${this.config.publicUrl.replace(/\/+$/, '')}${path}`;
+    const base = this.config.publicUrl;
+    return `${base.endsWith('/') ? base.slice(0, -1) : base}${path}`;
   }
 }

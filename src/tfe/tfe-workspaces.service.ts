@@ -217,7 +217,7 @@ export class TfeWorkspacesService {
   ): void {
     const details: Record<string, string | number | boolean | null> = {};
     for (const [k, v] of Object.entries(patch)) {
-      if (v !== undefined) details[k] = Array.isArray(v) ? v.join(',') : (v as string | null);
+      if (v !== undefined) details[k] = Array.isArray(v) ? v.join(',') : v;
     }
     this.audit.record(
       changeEvent(principal, 'unit.update', {

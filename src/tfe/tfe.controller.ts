@@ -21,7 +21,7 @@ import { DEFAULT_WORKSPACE } from '../common/names';
 import type { Principal } from '../common/principal';
 import { declaredLength, readSmallBody } from '../common/raw-body';
 import { ThroughDoor } from '../common/request-context';
-import { CurrentPrincipal, Public } from '../common/route-auth';
+import { CurrentPrincipal, Public, SelfAuthenticated } from '../common/route-auth';
 import { sendState } from '../state/state-response';
 import { StateReader } from '../state/state-reader';
 import { StateRepository } from '../state/state.repository';
@@ -35,10 +35,16 @@ import {
   ResourceObject,
   stringAttribute,
 } from './jsonapi';
-import { outputId, parseOutputId, parseStateVersionId, stateVersionId } from './tfe-names';
+import {
+  outputId,
+  parseOutputId,
+  parseStateVersionId,
+  stateVersionId,
+  workspaceId,
+} from './tfe-names';
 import { TfeExceptionFilter } from './tfe-exception.filter';
 import { TfeStateVersionsService, TfeStateVersion } from './tfe-state-versions.service';
-import { TfeWorkspacesService, WorkspaceInput } from './tfe-workspaces.service';
+import { TfeWorkspace, TfeWorkspacesService, WorkspaceInput } from './tfe-workspaces.service';
 import {
   entitlementResource,
   organizationResource,
@@ -51,6 +57,9 @@ import {
 } from './tfe.views';
 
 const MAX_DOCUMENT_BYTES = 1024 * 1024;
+
+/** The two ways to name a workspace: organization and name, or id. */
+const BY_NAME_OR_ID = ['organizations/:org/workspaces/:name', 'workspaces/:id'];
 
 /** A JSON:API answer. */
 function answer(res: Response, status: number, doc: unknown): void {
@@ -143,27 +152,23 @@ export class TfeController {
     answer(res, 200, { data: userResource(p) });
   }
 
-  @Get('organizations/:org')
+  /** The organization (`organizations/:org`) or its entitlements (`…/entitlement-set`). */
+  @Get(['organizations/:org', 'organizations/:org/entitlement-set'])
   async organization(
     @Param('org') org: string,
+    @Req() req: Request,
     @Res() res: Response,
     @CurrentPrincipal() p: Principal,
   ): Promise<void> {
     await this.workspaces.assertOrganization(p, org);
-    answer(res, 200, { data: organizationResource(org, new Date(0)) });
+    const entitlements = req.path.toLowerCase().endsWith('/entitlement-set');
+    answer(res, 200, {
+      data: entitlements ? entitlementResource(org) : organizationResource(org, new Date(0)),
+    });
   }
 
-  @Get('organizations/:org/entitlement-set')
-  async entitlements(
-    @Param('org') org: string,
-    @Res() res: Response,
-    @CurrentPrincipal() p: Principal,
-  ): Promise<void> {
-    await this.workspaces.assertOrganization(p, org);
-    answer(res, 200, { data: entitlementResource(org) });
-  }
-
-  @Get('organizations/:org/workspaces')
+  /** The organization's workspaces (`workspaces`) or projects (`projects`), paged. */
+  @Get(['organizations/:org/workspaces', 'organizations/:org/projects'])
   async list(
     @Param('org') org: string,
     @Req() req: Request,
@@ -173,6 +178,17 @@ export class TfeController {
     const q = queryOf(req);
     const page = pageRequest(Object.fromEntries(q));
     await this.workspaces.assertOrganization(p, org);
+    if (req.path.toLowerCase().endsWith('/projects')) {
+      const names = q.get('filter[names]');
+      const found = await this.workspaces.listProjects(
+        p,
+        org,
+        names === null ? undefined : names.split(','),
+      );
+      const { items, meta } = paged(found, page);
+      answer(res, 200, { data: items.map(projectResource), meta });
+      return;
+    }
     const tags = q.get('search[tags]');
     const found = await this.workspaces.list(p, org, {
       name: q.get('search[name]') ?? undefined,
@@ -188,135 +204,100 @@ export class TfeController {
     answer(res, 200, { data: items.map(workspaceResource), meta });
   }
 
-  @Post('organizations/:org/workspaces')
+  /** Creates a workspace (`workspaces`) or a project (`projects`) of an organization. */
+  @Post(['organizations/:org/workspaces', 'organizations/:org/projects'])
   async create(
     @Param('org') org: string,
     @Req() req: Request,
     @Res() res: Response,
     @CurrentPrincipal() p: Principal,
   ): Promise<void> {
-    const input = workspaceInput(await documentOf(req, 'workspaces'));
-    if (input.name === undefined)
-      throw new DomainError('invalid_name', 'a workspace needs a "name"');
+    const project = req.path.toLowerCase().endsWith('/projects');
+    const data = await documentOf(req, project ? 'projects' : 'workspaces');
+    const input = workspaceInput(data);
+    if (input.name === undefined) {
+      throw new DomainError(
+        'invalid_name',
+        `a ${project ? 'project' : 'workspace'} needs a "name"`,
+      );
+    }
     await this.workspaces.assertOrganization(p, org);
-    const ws = await this.workspaces.create(p, org, { ...input, name: input.name });
-    answer(res, 201, { data: workspaceResource(ws) });
+    const created = project
+      ? projectResource(await this.workspaces.createProject(p, org, input.name))
+      : workspaceResource(await this.workspaces.create(p, org, { ...input, name: input.name }));
+    answer(res, 201, { data: created });
   }
 
-  @Get('organizations/:org/workspaces/:name')
-  async showByName(
-    @Param('org') org: string,
-    @Param('name') name: string,
+  /** A workspace by organization and name, or by id. */
+  private target(p: Principal, params: Record<string, string>): Promise<TfeWorkspace> {
+    return params.org !== undefined
+      ? this.workspaces.byName(p, params.org, params.name)
+      : this.workspaces.byId(p, params.id);
+  }
+
+  @Get(BY_NAME_OR_ID)
+  async show(
+    @Param() params: Record<string, string>,
     @Res() res: Response,
     @CurrentPrincipal() p: Principal,
   ): Promise<void> {
-    answer(res, 200, { data: workspaceResource(await this.workspaces.byName(p, org, name)) });
+    answer(res, 200, { data: workspaceResource(await this.target(p, params)) });
   }
 
-  @Get('workspaces/:id')
-  async showById(
-    @Param('id') id: string,
-    @Res() res: Response,
-    @CurrentPrincipal() p: Principal,
-  ): Promise<void> {
-    answer(res, 200, { data: workspaceResource(await this.workspaces.byId(p, id)) });
-  }
-
-  @Patch('organizations/:org/workspaces/:name')
-  async updateByName(
-    @Param('org') org: string,
-    @Param('name') name: string,
+  @Patch(BY_NAME_OR_ID)
+  async update(
+    @Param() params: Record<string, string>,
     @Req() req: Request,
     @Res() res: Response,
     @CurrentPrincipal() p: Principal,
   ): Promise<void> {
     const input = workspaceInput(await documentOf(req, 'workspaces'));
-    const ws = await this.workspaces.byName(p, org, name);
+    const ws = await this.target(p, params);
     answer(res, 200, { data: workspaceResource(await this.workspaces.update(p, ws, input)) });
   }
 
-  @Patch('workspaces/:id')
-  async updateById(
-    @Param('id') id: string,
-    @Req() req: Request,
-    @Res() res: Response,
+  @Delete(BY_NAME_OR_ID)
+  @HttpCode(204)
+  async delete(
+    @Param() params: Record<string, string>,
     @CurrentPrincipal() p: Principal,
   ): Promise<void> {
-    const input = workspaceInput(await documentOf(req, 'workspaces'));
-    const ws = await this.workspaces.byId(p, id);
-    answer(res, 200, { data: workspaceResource(await this.workspaces.update(p, ws, input)) });
+    await this.workspaces.delete(p, await this.target(p, params), false);
   }
 
-  @Delete('organizations/:org/workspaces/:name')
-  @HttpCode(204)
-  async deleteByName(
-    @Param('org') org: string,
-    @Param('name') name: string,
-    @CurrentPrincipal() p: Principal,
-  ): Promise<void> {
-    await this.workspaces.delete(p, await this.workspaces.byName(p, org, name), false);
-  }
-
-  @Post('organizations/:org/workspaces/:name/actions/safe-delete')
-  @HttpCode(204)
-  async safeDeleteByName(
-    @Param('org') org: string,
-    @Param('name') name: string,
-    @CurrentPrincipal() p: Principal,
-  ): Promise<void> {
-    await this.workspaces.delete(p, await this.workspaces.byName(p, org, name), true);
-  }
-
-  @Delete('workspaces/:id')
-  @HttpCode(204)
-  async deleteById(@Param('id') id: string, @CurrentPrincipal() p: Principal): Promise<void> {
-    await this.workspaces.delete(p, await this.workspaces.byId(p, id), false);
-  }
-
-  @Post('workspaces/:id/actions/safe-delete')
-  @HttpCode(204)
-  async safeDeleteById(@Param('id') id: string, @CurrentPrincipal() p: Principal): Promise<void> {
-    await this.workspaces.delete(p, await this.workspaces.byId(p, id), true);
-  }
-
-  @Post('workspaces/:id/actions/lock')
-  async lock(
-    @Param('id') id: string,
+  /** `actions/lock`, `unlock`, `force-unlock` and `safe-delete`. */
+  @Post(BY_NAME_OR_ID.map((path) => `${path}/actions/:action`))
+  async action(
+    @Param() params: Record<string, string>,
     @Req() req: Request,
     @Res() res: Response,
     @CurrentPrincipal() p: Principal,
   ): Promise<void> {
     const body = await readSmallBody(req, MAX_DOCUMENT_BYTES);
-    const reason = readLockReason(body);
-    const ws = await this.workspaces.byId(p, id);
-    await this.workspaces.lock(p, ws, reason);
-    answer(res, 200, { data: workspaceResource(await this.workspaces.byId(p, id)) });
-  }
-
-  @Post('workspaces/:id/actions/unlock')
-  async unlock(
-    @Param('id') id: string,
-    @Req() req: Request,
-    @Res() res: Response,
-    @CurrentPrincipal() p: Principal,
-  ): Promise<void> {
-    req.resume();
-    const ws = await this.workspaces.byId(p, id);
-    await this.workspaces.unlock(p, ws);
-    answer(res, 200, { data: workspaceResource(await this.workspaces.byId(p, id)) });
-  }
-
-  @Post('workspaces/:id/actions/force-unlock')
-  async forceUnlock(
-    @Param('id') id: string,
-    @Req() req: Request,
-    @Res() res: Response,
-    @CurrentPrincipal() p: Principal,
-  ): Promise<void> {
-    req.resume();
-    const ws = await this.workspaces.byId(p, id);
-    await this.workspaces.forceUnlock(p, ws);
-    answer(res, 200, { data: workspaceResource(await this.workspaces.byId(p, id)) });
+    const ws = await this.target(p, params);
+    switch (params.action) {
+      case 'safe-delete':
+        await this.workspaces.delete(p, ws, true);
+        res.status(204).end();
+        return;
+      case 'lock':
+        await this.workspaces.lock(p, ws, readLockReason(body));
+        break;
+      case 'unlock':
+        await this.workspaces.unlock(p, ws);
+        break;
+      case 'force-unlock':
+        await this.workspaces.forceUnlock(p, ws);
+        break;
+      default:
+        throw new DomainError(
+          'not_found',
+          `there is no workspace action ${params.action.slice(0, 40)}`,
+        );
+    }
+    answer(res, 200, {
+      data: workspaceResource(await this.workspaces.byId(p, workspaceId(ws.unit.id))),
+    });
   }
 
   @Get('workspaces/:id/relationships/tags')
@@ -332,59 +313,32 @@ export class TfeController {
     });
   }
 
+  /** POST adds key-only tags, DELETE removes them. */
   @Post('workspaces/:id/relationships/tags')
   @HttpCode(204)
-  async addTags(
+  addTags(
     @Param('id') id: string,
     @Req() req: Request,
     @CurrentPrincipal() p: Principal,
   ): Promise<void> {
-    const tags = await tagNamesOf(req);
-    await this.workspaces.addTags(p, await this.workspaces.byId(p, id), tags);
+    return this.changeTags(p, id, req, 'add');
   }
 
   @Delete('workspaces/:id/relationships/tags')
   @HttpCode(204)
-  async removeTags(
+  removeTags(
     @Param('id') id: string,
     @Req() req: Request,
     @CurrentPrincipal() p: Principal,
   ): Promise<void> {
+    return this.changeTags(p, id, req, 'remove');
+  }
+
+  private async changeTags(p: Principal, id: string, req: Request, how: 'add' | 'remove') {
     const tags = await tagNamesOf(req);
-    await this.workspaces.removeTags(p, await this.workspaces.byId(p, id), tags);
-  }
-
-  @Get('organizations/:org/projects')
-  async projects(
-    @Param('org') org: string,
-    @Req() req: Request,
-    @Res() res: Response,
-    @CurrentPrincipal() p: Principal,
-  ): Promise<void> {
-    const q = queryOf(req);
-    const page = pageRequest(Object.fromEntries(q));
-    const names = q.get('filter[names]');
-    const found = await this.workspaces.listProjects(
-      p,
-      org,
-      names === null ? undefined : names.split(','),
-    );
-    const { items, meta } = paged(found, page);
-    answer(res, 200, { data: items.map(projectResource), meta });
-  }
-
-  @Post('organizations/:org/projects')
-  async createProject(
-    @Param('org') org: string,
-    @Req() req: Request,
-    @Res() res: Response,
-    @CurrentPrincipal() p: Principal,
-  ): Promise<void> {
-    const data = await documentOf(req, 'projects');
-    const name = stringAttribute(data.attributes, 'name', 200);
-    if (name === undefined) throw new DomainError('invalid_name', 'a project needs a "name"');
-    await this.workspaces.assertOrganization(p, org);
-    answer(res, 201, { data: projectResource(await this.workspaces.createProject(p, org, name)) });
+    const ws = await this.workspaces.byId(p, id);
+    if (how === 'add') await this.workspaces.addTags(p, ws, tags);
+    else await this.workspaces.removeTags(p, ws, tags);
   }
 
   @Get('projects/:id')
@@ -441,7 +395,7 @@ export class TfeController {
   }
 
   /** The raw state, sent without credentials: the capability in the URL is the credential. */
-  @Public()
+  @SelfAuthenticated()
   @Put('state-versions/:id/upload')
   async upload(@Param('id') id: string, @Req() req: Request, @Res() res: Response): Promise<void> {
     const capability = queryOf(req).get('capability') ?? '';
@@ -495,38 +449,34 @@ export class TfeController {
     await sendState(res, await this.versions.open(p, found));
   }
 
-  @Get('workspaces/:id/current-state-version-outputs')
-  async currentOutputs(
+  /** The current outputs: of a workspace, or of its current state version. */
+  @Get(['workspaces/:id/current-state-version-outputs', 'state-versions/:id/outputs'])
+  async outputs(
     @Param('id') id: string,
     @Res() res: Response,
     @CurrentPrincipal() p: Principal,
   ): Promise<void> {
-    const ws = await this.workspaces.byId(p, id);
-    const outputs = await this.reader.outputs(p, ws.addr);
-    answer(res, 200, {
-      data: Object.entries(outputs.outputs).map(([name, o]) =>
-        outputResource(outputId(ws.unit.id, outputs.version, name), name, o as object, false),
-      ),
-    });
-  }
-
-  @Get('state-versions/:id/outputs')
-  async versionOutputs(
-    @Param('id') id: string,
-    @Res() res: Response,
-    @CurrentPrincipal() p: Principal,
-  ): Promise<void> {
+    if (id.startsWith('ws-')) {
+      const ws = await this.workspaces.byId(p, id);
+      answer(res, 200, { data: await this.outputList(p, ws.unit.name, ws.unit.id) });
+      return;
+    }
     const found = await this.findVersion(p, id);
     if (found.kind === 'pending' || !found.current) {
       throw new DomainError('not_found', 'only the current state version has outputs here');
     }
-    const addr = { unit: found.unit, workspace: DEFAULT_WORKSPACE };
-    const outputs = await this.reader.outputs(p, addr);
-    answer(res, 200, {
-      data: Object.entries(outputs.outputs).map(([name, o]) =>
-        outputResource(outputId(found.unitId, outputs.version, name), name, o as object, false),
-      ),
-    });
+    answer(res, 200, { data: await this.outputList(p, found.unit, found.unitId) });
+  }
+
+  /**
+   * The current outputs the caller may read, without sensitive values (those come one by one);
+   * a sensitive output the caller may not read is not listed at all.
+   */
+  private async outputList(p: Principal, unit: string, unitId: string): Promise<ResourceObject[]> {
+    const outputs = await this.reader.outputs(p, { unit, workspace: DEFAULT_WORKSPACE });
+    return Object.entries(outputs.outputs).map(([name, o]) =>
+      outputResource(outputId(unitId, outputs.version, name), name, o as object, false),
+    );
   }
 
   /** One output with its value, sensitive or not (`outputs.read-sensitive` for a sensitive one). */
@@ -572,12 +522,7 @@ export class TfeController {
 /** `{"reason": …}` of a lock request (go-tfe's WorkspaceLockOptions), anything else ignored. */
 function readLockReason(body: Buffer): string | undefined {
   if (body.length === 0) return undefined;
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(body.toString('utf8'));
-  } catch {
-    throw new DomainError('invalid_request', 'the lock request body is not valid JSON');
-  }
+  const parsed = parseJson(body);
   if (!isObject(parsed)) return undefined;
   const reason = parsed.reason;
   if (reason === undefined || reason === null) return undefined;
@@ -592,14 +537,16 @@ function readLockReason(body: Buffer): string | undefined {
   return reason;
 }
 
-async function tagNamesOf(req: Request): Promise<unknown[]> {
-  const text = await readSmallBody(req, MAX_DOCUMENT_BYTES);
-  let doc: unknown;
+function parseJson(body: Buffer): unknown {
   try {
-    doc = JSON.parse(text.toString('utf8'));
+    return JSON.parse(body.toString('utf8'));
   } catch {
     throw new DomainError('invalid_request', 'the request body is not valid JSON');
   }
+}
+
+async function tagNamesOf(req: Request): Promise<unknown[]> {
+  const doc = parseJson(await readSmallBody(req, MAX_DOCUMENT_BYTES));
   const data = isObject(doc) ? doc.data : undefined;
   if (!Array.isArray(data))
     throw new DomainError('invalid_request', '"data" must be a list of tags');

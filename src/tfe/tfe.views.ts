@@ -210,7 +210,7 @@ export function stateVersionResource(
 export function legacyOutputType(ctyType: unknown): string {
   if (typeof ctyType === 'string') return ctyType === 'dynamic' ? 'string' : ctyType;
   if (Array.isArray(ctyType)) {
-    const kind = ctyType[0];
+    const kind: unknown = (ctyType as unknown[])[0];
     if (kind === 'list' || kind === 'tuple' || kind === 'set') return 'array';
     if (kind === 'map' || kind === 'object') return 'object';
   }

@@ -16,11 +16,16 @@ const EXPECTED_PUBLIC = [
   'AuthController.exchange',
   'AuthController.logout',
   'AuthController.refresh',
+  // Terraform's service discovery, and the TFE door's ping (Terraform reads only its headers).
+  'DiscoveryController.discovery',
   'HealthController.healthz',
   'HealthController.readyz',
   'JwksController.jwks',
   // Public unless STATEHOUSE_METRICS_TOKEN is set: then its own guard wants that token.
   'MetricsController.metricsText',
+  'TfeController.ping',
+  // Takes the TFE JSON state upload and drops it (nothing here reads it).
+  'TfeController.uploadJson',
 ];
 
 describe('the API contract', () => {
@@ -74,8 +79,9 @@ describe('the API contract', () => {
     await app.close();
     expect(routeCount).toBeGreaterThan(15);
     expect(publicRoutes.sort()).toEqual(EXPECTED_PUBLIC);
-    // Routes that authenticate in their own protocol (the S3 door: SigV4); tested in their suites.
-    expect(selfAuthenticated).toEqual(['S3Controller.handle']);
+    // Routes that authenticate in their own protocol (the S3 door: SigV4; the TFE door's state
+    // upload: the capability URL of one announced state version); tested in their suites.
+    expect(selfAuthenticated.sort()).toEqual(['S3Controller.handle', 'TfeController.upload']);
   });
 
   it('every documented route and the http backend answer 401 without a token', async () => {

@@ -1,18 +1,5 @@
 import { readFileSync } from 'node:fs';
 import { request } from 'node:https';
-import { AddressInfo, createServer } from 'node:net';
-
-/** A TCP port free on 127.0.0.1 right now (for a server whose public URL must name its port). */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as AddressInfo;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 export interface TlsAnswer {
   status: number;
@@ -54,7 +41,11 @@ export function tlsFetch(
 }
 
 /** Waits until `/readyz` answers 200 over https. */
-export async function waitReadyTls(base: string, caFile: string, timeoutMs = 60_000): Promise<void> {
+export async function waitReadyTls(
+  base: string,
+  caFile: string,
+  timeoutMs = 60_000,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const r = await tlsFetch(base, caFile, '/readyz').catch(() => undefined);

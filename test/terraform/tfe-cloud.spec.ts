@@ -13,22 +13,18 @@
  * the same state; `terraform_remote_state { backend = "remote" }` reads the outputs, and an
  * outputs-only consumer gets them too. Without `terraform` on the PATH this suite FAILS.
  */
-import { randomUUID } from 'node:crypto';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { freshServerEnv } from '../support/database';
-import {
-  cleanEnv,
-  runTerraform,
-  runTerraformOk,
-  TERRAFORM,
-  TERRAFORM_MISSING,
-  TfResult,
-} from '../support/terraform';
 import { RunningServer, spawnServer } from '../support/server';
 import { caAndServerCertificate } from '../support/tls';
-import { credentialsConfig, freePort, TlsAnswer, tlsFetch, waitReadyTls } from '../support/tfe';
+import { credentialsConfig, TlsAnswer, tlsFetch, waitReadyTls } from '../support/tfe';
+import { freePort } from '../support/ports';
+import * as tf from '../support/terraform';
+import { freshServerEnv } from '../support/database';
+import { randomUUID } from 'node:crypto';
+import * as fs from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+type TfResult = tf.TfResult;
 
 jest.setTimeout(180_000);
 
@@ -95,14 +91,14 @@ describe('real terraform through the cloud {} block (TFE door)', () => {
       headers: { Authorization: `Bearer ${server.token}`, ...(init.headers ?? {}) },
     });
   const terraform = (cwd: string, args: string[], env = tfEnv): Promise<TfResult> =>
-    runTerraform(cwd, args, env, 120_000);
+    tf.runTerraform(cwd, args, env, 120_000);
   const tfOk = (cwd: string, args: string[], env = tfEnv): Promise<TfResult> =>
-    runTerraformOk(cwd, args, env, { timeoutMs: 120_000 });
+    tf.runTerraformOk(cwd, args, env, { timeoutMs: 120_000 });
 
   function workDir(name: string, config: string): string {
     const dir = join(scratch, name);
-    mkdirSync(dir, { recursive: true });
-    writeFileSync(join(dir, 'main.tf'), config);
+    fs.mkdirSync(dir, { recursive: true });
+    fs.writeFileSync(join(dir, 'main.tf'), config);
     return dir;
   }
 
@@ -115,8 +111,8 @@ describe('real terraform through the cloud {} block (TFE door)', () => {
   }
 
   beforeAll(async () => {
-    if (TERRAFORM === undefined) throw new Error(TERRAFORM_MISSING);
-    scratch = mkdtempSync(join(tmpdir(), 'statehouse-tfe-'));
+    if (tf.TERRAFORM === undefined) throw new Error(tf.TERRAFORM_MISSING);
+    scratch = fs.mkdtempSync(join(tmpdir(), 'statehouse-tfe-'));
     const certs = caAndServerCertificate(scratch);
     ca = certs.ca;
     const port = await freePort();
@@ -133,11 +129,11 @@ describe('real terraform through the cloud {} block (TFE door)', () => {
     });
     await waitReadyTls(base, ca);
     const cliConfig = join(scratch, 'terraformrc');
-    writeFileSync(cliConfig, credentialsConfig(host, server.token));
+    fs.writeFileSync(cliConfig, credentialsConfig(host, server.token));
     const home = join(scratch, 'home');
-    mkdirSync(home);
+    fs.mkdirSync(home);
     tfEnv = {
-      ...cleanEnv(['TF_*', 'CA overrides']),
+      ...tf.cleanEnv(['TF_*', 'CA overrides']),
       HOME: home,
       TF_CLI_CONFIG_FILE: cliConfig,
       TF_IN_AUTOMATION: '1',
@@ -148,9 +144,9 @@ describe('real terraform through the cloud {} block (TFE door)', () => {
   }, 120_000);
 
   afterAll(async () => {
-    await server?.stop();
-    await cleanup?.();
-    if (scratch) rmSync(scratch, { recursive: true, force: true });
+    if (server) await server.stop();
+    if (cleanup) await cleanup();
+    if (scratch) fs.rmSync(scratch, { force: true, recursive: true });
   });
 
   it('serves discovery over TLS and TFP-API-Version 2.5 on the API', async () => {
@@ -176,7 +172,9 @@ describe('real terraform through the cloud {} block (TFE door)', () => {
     expect(v.map((x) => [x.version, x.serial, x.door])).toEqual([[1, 1, 'tfe']]);
     // The run unlocked the workspace when it finished.
     const after = await api(`/api/v2/organizations/acme/workspaces/${workspace}`);
-    expect((after.json().data as { attributes: { locked: boolean } }).attributes.locked).toBe(false);
+    expect((after.json().data as { attributes: { locked: boolean } }).attributes.locked).toBe(
+      false,
+    );
   });
 
   it('a second apply writes version 2; state pull is the stored current state', async () => {
@@ -212,7 +210,12 @@ describe('real terraform through the cloud {} block (TFE door)', () => {
       body: JSON.stringify({ ID: 'held-elsewhere', Operation: 'test', Who: 'someone' }),
     });
     expect(taken.status).toBe(200);
-    const blocked = await terraform(work, ['plan', '-input=false', '-no-color', '-lock-timeout=0s']);
+    const blocked = await terraform(work, [
+      'plan',
+      '-input=false',
+      '-no-color',
+      '-lock-timeout=0s',
+    ]);
     expect(blocked.code).not.toBe(0);
     expect(blocked.output).toMatch(/lock/i);
     expect(blocked.output).not.toMatch(/\b5\d\d\b.*Internal/);
@@ -292,7 +295,7 @@ describe('real terraform through the cloud {} block (TFE door)', () => {
   it('state push of an older serial is refused before any upload; no version appears', async () => {
     const v1 = await api(`/v1/units/${unitPath}/versions/1`);
     const old = join(scratch, 'old.tfstate');
-    writeFileSync(old, v1.text);
+    fs.writeFileSync(old, v1.text);
     const before = (await versions()).length;
     const r = await terraform(work, ['state', 'push', old]);
     expect(r.code).not.toBe(0);
@@ -351,11 +354,31 @@ output "from_network" {
       ['GET', '/api/v2/workspaces/ws-nope', undefined, 404],
       ['GET', '/api/v2/state-versions/sv-nope', undefined, 404],
       ['GET', '/api/v2/workspaces/ws-x/tag-bindings', undefined, 404],
-      ['POST', '/api/v2/organizations/acme/workspaces', '{"data":{"attributes":{"name":"x\\u0000y"}}}', 400],
+      [
+        'POST',
+        '/api/v2/organizations/acme/workspaces',
+        '{"data":{"attributes":{"name":"x\\u0000y"}}}',
+        400,
+      ],
       ['POST', '/api/v2/organizations/acme/workspaces', '{"data":', 400],
-      ['POST', '/api/v2/organizations/acme/workspaces', '{"data":{"attributes":{"name":"ok","x":"\\ud800"}}}', 400],
-      ['POST', '/api/v2/organizations/acme/workspaces', `{"data":${'['.repeat(5000)}${']'.repeat(5000)}}`, 400],
-      ['PUT', '/api/v2/state-versions/svu-00000000000000000000000000000000/upload?capability=x', '{}', 404],
+      [
+        'POST',
+        '/api/v2/organizations/acme/workspaces',
+        '{"data":{"attributes":{"name":"ok","x":"\\ud800"}}}',
+        400,
+      ],
+      [
+        'POST',
+        '/api/v2/organizations/acme/workspaces',
+        `{"data":${'['.repeat(5000)}${']'.repeat(5000)}}`,
+        400,
+      ],
+      [
+        'PUT',
+        '/api/v2/state-versions/svu-00000000000000000000000000000000/upload?capability=x',
+        '{}',
+        404,
+      ],
       ['GET', '/api/v2/runs/run-1', undefined, 404],
     ];
     for (const [method, path, body, status] of cases) {
