@@ -221,7 +221,7 @@ export class TfeController {
         `a ${project ? 'project' : 'workspace'} needs a "name"`,
       );
     }
-    await this.workspaces.assertOrganization(p, org);
+    // Creating needs unit.create on what is created (a 403 otherwise), not a visible organization.
     const created = project
       ? projectResource(await this.workspaces.createProject(p, org, input.name))
       : workspaceResource(await this.workspaces.create(p, org, { ...input, name: input.name }));
