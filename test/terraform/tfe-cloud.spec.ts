@@ -11,7 +11,8 @@
  * until `terraform force-unlock` clears it; a TFE lock blocks an HTTP-backend writer; `state
  * push` of an older serial is refused at the create; `backend "remote"` with `prefix` sees
  * the same state; `terraform_remote_state { backend = "remote" }` reads the outputs, and an
- * outputs-only consumer gets them too. Without `terraform` on the PATH this suite FAILS.
+ * outputs-only consumer gets them too; the tags strategy (`workspaces { tags }`) runs
+ * `workspace new`, `list`, `select` and `delete` (safe-delete refused while resources remain). Without `terraform` on the PATH this suite FAILS.
  */
 import { RunningServer, spawnServer } from '../support/server';
 import { caAndServerCertificate } from '../support/tls';
@@ -346,6 +347,42 @@ output "from_network" {
     await tfOk(consumer, ['apply', '-auto-approve', '-input=false', '-no-color']);
     const out = await tfOk(consumer, ['output', '-raw', 'from_network']);
     expect(out.stdout).toBe('three');
+  });
+
+  it('workspaces { tags }: workspace new, list, select and delete through the tag strategy', async () => {
+    const tag = `app-${randomUUID().slice(0, 6)}`;
+    const dir = workDir('tagged', CONFIG(host, `tags = ["${tag}"]`));
+    const first = `${tag}-one`;
+    const second = `${tag}-two`;
+    // The first workspace with the tag, made through the API (init would otherwise ask for one).
+    const made = await api('/api/v2/organizations/acme/workspaces', {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/vnd.api+json' },
+      body: JSON.stringify({
+        data: { type: 'workspaces', attributes: { name: first, 'tag-names': [tag] } },
+      }),
+    });
+    expect(made.status).toBe(201);
+    await tfOk(dir, ['init', '-input=false', '-no-color'], { ...tfEnv, TF_WORKSPACE: first });
+    await tfOk(dir, ['workspace', 'new', '-no-color', second]);
+    const tagged = await api(`/api/v2/organizations/acme/workspaces?search%5Btags%5D=${tag}`);
+    const names = (tagged.json().data as { attributes: { name: string; 'tag-names': string[] } }[])
+      .map((w) => w.attributes.name)
+      .sort();
+    expect(names).toEqual([first, second]);
+    const listed = await tfOk(dir, ['workspace', 'list', '-no-color']);
+    expect(listed.stdout).toContain(first);
+    expect(listed.stdout).toContain(second);
+    await tfOk(dir, ['apply', '-auto-approve', '-input=false', '-no-color']);
+    const written = await api(`/v1/units/${encodeURIComponent(`acme/${second}`)}/versions`);
+    expect(written.status).toBe(200);
+    await tfOk(dir, ['workspace', 'select', '-no-color', first]);
+    // Safe-delete refuses while the workspace still manages resources; -force deletes.
+    const refused = await terraform(dir, ['workspace', 'delete', '-no-color', second]);
+    expect(refused.code).not.toBe(0);
+    await tfOk(dir, ['workspace', 'delete', '-force', '-no-color', second]);
+    const gone = await api(`/api/v2/organizations/acme/workspaces/${second}`);
+    expect(gone.status).toBe(404);
   });
 
   it('every refusal is JSON:API, never a 5xx', async () => {
