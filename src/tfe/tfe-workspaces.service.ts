@@ -281,10 +281,10 @@ export class TfeWorkspacesService {
     principal: Principal,
     organization: string,
     filter: { name?: string; tags?: string[]; projectId?: string },
-  ): Promise<TfeWorkspace[]> {
+  ): Promise<UnitRow[]> {
     assertOrganization(organization);
     const prefix = `${organization}/`;
-    const out: TfeWorkspace[] = [];
+    const out: UnitRow[] = [];
     let after: string | undefined;
     for (let scanned = 0; scanned < MAX_LISTED_UNITS;) {
       const rows = await this.states.listUnits(prefix, after, 500);
@@ -301,10 +301,17 @@ export class TfeWorkspacesService {
         if (filter.tags && !filter.tags.every((t) => a?.tag_names.includes(t))) continue;
         if (filter.projectId !== undefined && a?.project_id !== filter.projectId) continue;
         if (!(await this.access.canSeeUnit(principal, row))) continue;
-        out.push(await this.describe(principal, row));
+        out.push(row);
       }
       if (rows.length < 500) break;
     }
+    return out;
+  }
+
+  /** The workspaces of one listed page, as they are shown (each read once, the page only). */
+  async describeAll(principal: Principal, rows: readonly UnitRow[]): Promise<TfeWorkspace[]> {
+    const out: TfeWorkspace[] = [];
+    for (const row of rows) out.push(await this.describe(principal, row));
     return out;
   }
 

@@ -201,7 +201,8 @@ export class TfeController {
       projectId: q.get('filter[project][id]') ?? undefined,
     });
     const { items, meta } = paged(found, page);
-    answer(res, 200, { data: items.map(workspaceResource), meta });
+    const shown = await this.workspaces.describeAll(p, items);
+    answer(res, 200, { data: shown.map(workspaceResource), meta });
   }
 
   /** Creates a workspace (`workspaces`) or a project (`projects`) of an organization. */

@@ -1,26 +1,21 @@
 import { DataSource } from 'typeorm';
-import { MIGRATIONS, SCHEMA_LEVEL } from '../../migrations';
+import { SCHEMA_LEVEL } from '../../migrations';
 import { packageVersion } from '../../src/common/version';
 import { StartupError } from '../../src/common/startup';
 import { prepareSchema } from '../../src/database/migrator';
 import { readDatabaseSchema } from '../../src/database/schema-compatibility.repository';
 import { DATABASE_KIND, onTestDatabase, TestDatabase } from '../support/database';
+import {
+  FUTURE,
+  LAST,
+  migratedByNewerRelease,
+  PREVIOUS_LEVEL,
+  releaseBefore,
+} from '../support/releases';
 
-const FUTURE = SCHEMA_LEVEL + 1000;
-const LAST = new MIGRATIONS[MIGRATIONS.length - 1]();
 const VERSION = packageVersion();
-
-/** What a newer release leaves behind: its migration applied and its record written. */
-async function migratedByNewerRelease(ds: DataSource, oldestCodeLevel: number): Promise<void> {
-  await ds.query(`INSERT INTO schema_migrations ("timestamp", name) VALUES ($1, $2)`, [
-    FUTURE,
-    `Future${FUTURE}`,
-  ]);
-  await ds.query(
-    `UPDATE schema_compatibility SET schema_level = $1, oldest_code_level = $2, migrated_by = '9.1.0'`,
-    [FUTURE, oldestCodeLevel],
-  );
-}
+const migratedByNewer = (ds: DataSource, oldestCodeLevel: number) =>
+  migratedByNewerRelease(oldestCodeLevel)(ds);
 
 describe(`schema compatibility (${DATABASE_KIND})`, () => {
   let db: TestDatabase;
@@ -52,7 +47,7 @@ describe(`schema compatibility (${DATABASE_KIND})`, () => {
   it.each([true, false])(
     'a newer schema that still accepts this code (a rollback, migrate %s): it runs, and the record stays as the newer release wrote it',
     async (migrate) => {
-      await migratedByNewerRelease(ds, SCHEMA_LEVEL);
+      await migratedByNewer(ds, SCHEMA_LEVEL);
       const { applied, verdict } = await prepareSchema(ds, { migrate });
       expect(applied).toEqual([]);
       expect(verdict).toEqual({
@@ -72,7 +67,7 @@ describe(`schema compatibility (${DATABASE_KIND})`, () => {
   it.each([true, false])(
     'a schema whose floor is above this code (migrate %s): refused in one line naming both versions and what to do, changing nothing',
     async (migrate) => {
-      await migratedByNewerRelease(ds, FUTURE);
+      await migratedByNewer(ds, FUTURE);
       const before = await readDatabaseSchema(ds);
       const refused = await prepareSchema(ds, { migrate }).catch((e: unknown) => e);
       expect(refused).toBeInstanceOf(StartupError);
@@ -88,15 +83,12 @@ describe(`schema compatibility (${DATABASE_KIND})`, () => {
 
   it('code newer than the schema, not allowed to migrate: behind, nothing applied; allowed: migrated and recorded', async () => {
     // The schema as the release before this one left it.
-    const runner = ds.createQueryRunner();
-    await LAST.down(runner);
-    await runner.release();
-    await ds.query(`DELETE FROM schema_migrations WHERE name = $1`, [LAST.name]);
+    await releaseBefore(ds);
 
     const waiting = await prepareSchema(ds, { migrate: false });
     expect(waiting).toEqual({
       applied: [],
-      verdict: { kind: 'behind', schemaLevel: 1764660000000, pending: [LAST.name] },
+      verdict: { kind: 'behind', schemaLevel: PREVIOUS_LEVEL, pending: [LAST.name] },
     });
     expect((await readDatabaseSchema(ds)).applied).not.toContain(LAST.name);
 

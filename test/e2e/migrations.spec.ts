@@ -7,7 +7,6 @@
  * are simulated by writing what a newer release leaves in the database.
  */
 import { spawn } from 'node:child_process';
-import { createServer } from 'node:net';
 import { DataSource } from 'typeorm';
 import { MIGRATIONS, SCHEMA_LEVEL } from '../../migrations';
 import { packageVersion } from '../../src/common/version';
@@ -15,12 +14,18 @@ import { createDataSource } from '../../src/database/data-source';
 import { ENTITIES } from '../../src/entities';
 import { freshServerEnvs, hostEmbedded, ON_POSTGRES } from '../support/database';
 import { CLI, TEST_TOKEN } from '../support/paths';
+import { freePort } from '../support/ports';
+import {
+  FUTURE,
+  LAST,
+  migratedByNewerRelease,
+  PREVIOUS_LEVEL,
+  releaseBefore,
+} from '../support/releases';
 import { childEnv, NODE, runCli, spawnServer } from '../support/server';
 
 jest.setTimeout(120_000);
 
-const FUTURE = SCHEMA_LEVEL + 1000;
-const LAST = new MIGRATIONS[MIGRATIONS.length - 1]();
 const VERSION = packageVersion();
 
 /** Runs `work` on the database of a server environment (the server not running). */
@@ -40,34 +45,6 @@ async function onDatabase(
     await ds.destroy();
     await host?.stop();
   }
-}
-
-/** What a newer release's migrations Job leaves: its migration and its compatibility record. */
-const migratedByNewerRelease = (oldestCodeLevel: number) => async (ds: DataSource) => {
-  await ds.query(`INSERT INTO schema_migrations ("timestamp", name) VALUES ($1, $2)`, [
-    FUTURE,
-    `Future${FUTURE}`,
-  ]);
-  await ds.query(
-    `UPDATE schema_compatibility SET schema_level = $1, oldest_code_level = $2, migrated_by = '9.1.0'`,
-    [FUTURE, oldestCodeLevel],
-  );
-};
-
-/** The schema as the release before this one left it: this release's last migration undone. */
-async function releaseBefore(ds: DataSource): Promise<void> {
-  const runner = ds.createQueryRunner();
-  await LAST.down(runner);
-  await runner.release();
-  await ds.query(`DELETE FROM schema_migrations WHERE name = $1`, [LAST.name]);
-}
-
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const port = (s.address() as { port: number }).port;
-  await new Promise((r) => s.close(r));
-  return port;
 }
 
 const serveEnv = {
@@ -166,7 +143,7 @@ describe(`migrations in production (${ON_POSTGRES ? 'PostgreSQL' : 'embedded'})`
       const r = await runCli(['serve'], { ...env, ...serveEnv, STATEHOUSE_MIGRATE: 'false' });
       expect(r.code).toBe(1);
       expect(r.output).toContain(
-        `statehouse: the database is at schema level 1764660000000 and this Statehouse (${VERSION}) needs schema level ${SCHEMA_LEVEL} (1 pending migration(s)), which it does not apply itself with STATEHOUSE_MIGRATE=false: run \`statehouse migrate\` of this release (the migrations Job), with this server stopped (the embedded database serves one process), or unset STATEHOUSE_MIGRATE\n`,
+        `statehouse: the database is at schema level ${PREVIOUS_LEVEL} and this Statehouse (${VERSION}) needs schema level ${SCHEMA_LEVEL} (1 pending migration(s)), which it does not apply itself with STATEHOUSE_MIGRATE=false: run \`statehouse migrate\` of this release (the migrations Job), with this server stopped (the embedded database serves one process), or unset STATEHOUSE_MIGRATE\n`,
       );
     },
   );

@@ -12,7 +12,8 @@
  * push` of an older serial is refused at the create; `backend "remote"` with `prefix` sees
  * the same state; `terraform_remote_state { backend = "remote" }` reads the outputs, and an
  * outputs-only consumer gets them too; the tags strategy (`workspaces { tags }`) runs
- * `workspace new`, `list`, `select` and `delete` (safe-delete refused while resources remain). Without `terraform` on the PATH this suite FAILS.
+ * `workspace new`, `list`, `select` and `delete` (safe-delete refused while resources remain).
+ * Without `terraform` on the PATH this suite FAILS.
  */
 import { RunningServer, spawnServer } from '../support/server';
 import { caAndServerCertificate } from '../support/tls';
@@ -383,6 +384,66 @@ output "from_network" {
     await tfOk(dir, ['workspace', 'delete', '-force', '-no-color', second]);
     const gone = await api(`/api/v2/organizations/acme/workspaces/${second}`);
     expect(gone.status).toBe(404);
+  });
+
+  it('an outputs-only consumer reads the outputs through terraform_remote_state, sensitive ones left out', async () => {
+    const json = (method: string, path: string, body: unknown, bearer = server.token) =>
+      tlsFetch(base, ca, path, {
+        method,
+        headers: { Authorization: `Bearer ${bearer}`, 'Content-Type': 'application/json' },
+        body: JSON.stringify(body),
+      });
+    const minted = await json('POST', '/v1/auth/tokens', { name: 'reader', subject: 'svc:reader' });
+    expect(minted.status).toBe(201);
+    const reader = (minted.json() as { token: string }).token;
+    expect((await json('POST', '/v1/rbac/init', { admin: { subject: 'svc:admin' } })).status).toBe(
+      201,
+    );
+    for (const [path, body] of [
+      [
+        '/v1/rbac/permissions',
+        {
+          name: 'net-outputs',
+          rules: [{ effect: 'allow', actions: ['outputs.read'], resources: [unit] }],
+        },
+      ],
+      ['/v1/rbac/roles', { name: 'net-outputs', permissions: ['net-outputs'] }],
+      ['/v1/rbac/assignments', { role: 'net-outputs', subject: 'svc:reader' }],
+    ] as const) {
+      expect((await json('POST', path, body)).status).toBe(201);
+    }
+    const config = join(scratch, 'reader.tfrc');
+    fs.writeFileSync(config, credentialsConfig(host, reader));
+    const env = { ...tfEnv, TF_CLI_CONFIG_FILE: config };
+    const consumer = workDir(
+      'reader-consumer',
+      `data "terraform_remote_state" "net" {
+  backend = "remote"
+  config = {
+    hostname     = "${host}"
+    organization = "acme"
+    workspaces = {
+      name = "${workspace}"
+    }
+  }
+}
+
+output "label" {
+  value = data.terraform_remote_state.net.outputs.label
+}
+
+output "names" {
+  value = sort(keys(data.terraform_remote_state.net.outputs))
+}
+`,
+    );
+    await tfOk(consumer, ['init', '-input=false', '-no-color'], env);
+    await tfOk(consumer, ['apply', '-auto-approve', '-input=false', '-no-color'], env);
+    expect((await tfOk(consumer, ['output', '-raw', 'label'], env)).stdout).toBe('three');
+    const names = JSON.parse(
+      (await tfOk(consumer, ['output', '-json', 'names'], env)).stdout,
+    ) as string[];
+    expect(names).toEqual(['label', 'shape']);
   });
 
   it('every refusal is JSON:API, never a 5xx', async () => {
