@@ -10,6 +10,7 @@ import { CredentialLineage1764640000000 } from './1764640000000-credential-linea
 import { S3Buckets1764660000000 } from './1764660000000-s3-buckets';
 import { SchemaCompatibility1764680000000 } from './1764680000000-schema-compatibility';
 import { Tfe1764700000000 } from './1764700000000-tfe';
+import { TerraformLogin1764720000000 } from './1764720000000-terraform-login';
 import { LeveledMigration, levelOf } from '../src/database/schema-compat';
 
 /**
@@ -31,6 +32,7 @@ export const MIGRATIONS: (new () => LeveledMigration)[] = [
   S3Buckets1764660000000,
   SchemaCompatibility1764680000000,
   Tfe1764700000000,
+  TerraformLogin1764720000000,
 ];
 
 /** This code's schema level: its newest migration's timestamp. */

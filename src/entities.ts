@@ -24,6 +24,7 @@ import { SchemaCompatibilityEntity } from './database/entities/schema-compatibil
 import { SettingEntity } from './database/entities/setting.entity';
 import { TfeProjectEntity } from './tfe/entities/tfe-project.entity';
 import { TfeStateUploadEntity } from './tfe/entities/tfe-state-upload.entity';
+import { TerraformLoginEntity } from './tfe/entities/terraform-login.entity';
 import { TfeWorkspaceEntity } from './tfe/entities/tfe-workspace.entity';
 
 /**
@@ -58,4 +59,5 @@ export const ENTITIES = [
   TfeWorkspaceEntity,
   TfeProjectEntity,
   TfeStateUploadEntity,
+  TerraformLoginEntity,
 ];

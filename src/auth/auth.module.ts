@@ -72,6 +72,10 @@ class AuthDisabledWarning implements OnModuleInit, BeforeApplicationShutdown {
     { provide: APP_GUARD, useClass: AuthGuard },
   ],
   exports: [
+    // The sign-in rate limit, for the other doors' public sign-in routes (`terraform login`).
+    ThrottlerModule,
+    ApiTokenService,
+    OidcService,
     CredentialRevocations,
     BootstrapTokenService,
     StsService,

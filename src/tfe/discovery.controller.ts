@@ -2,13 +2,15 @@ import { Controller, Get, Res } from '@nestjs/common';
 import { ApiExcludeController } from '@nestjs/swagger';
 import type { Response } from 'express';
 import { Public } from '../common/route-auth';
+import { TerraformLoginService } from './terraform-login.service';
 
 /** Where each service Terraform looks for lives (relative: resolved against this document's URL). */
-export function discoveryDocument(): Record<string, unknown> {
+export function discoveryDocument(login?: Record<string, unknown>): Record<string, unknown> {
   return {
     'tfe.v2': '/api/v2/',
     'tfe.v2.1': '/api/v2/',
     'tfe.v2.2': '/api/v2/',
+    ...(login ? { 'login.v1': login } : {}),
   };
 }
 
@@ -22,8 +24,15 @@ export function discoveryDocument(): Record<string, unknown> {
 @Public()
 @Controller('.well-known')
 export class DiscoveryController {
+  constructor(private readonly login: TerraformLoginService) {}
+
+  /** `login.v1` only with an OpenID provider: without one Terraform offers to paste a token. */
   @Get('terraform.json')
   discovery(@Res() res: Response): void {
-    res.status(200).type('application/json').send(JSON.stringify(discoveryDocument()));
+    const login = this.login.enabled ? this.login.discovery() : undefined;
+    res
+      .status(200)
+      .type('application/json')
+      .send(JSON.stringify(discoveryDocument(login)));
   }
 }

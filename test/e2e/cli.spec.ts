@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freshServerEnv } from '../support/database';
 import { startOidcProvider, TestOidcProvider } from '../support/oidc';
+import { FormBrowser } from '../support/form-browser';
 import { CLI, TEST_TOKEN } from '../support/paths';
 import { NODE, RunningServer, spawnServer } from '../support/server';
 
@@ -82,77 +83,6 @@ async function authorizationUrl(run: RunningCli, issuer: string): Promise<URL> {
   return new URL(line);
 }
 
-/** Just enough of a browser: cookies by name and path, manual redirects, form posts. */
-class Browser {
-  private readonly cookies = new Map<string, { name: string; value: string; path: string }>();
-
-  async request(url: string, form?: Record<string, string>): Promise<Response> {
-    const u = new URL(url);
-    const cookie = [...this.cookies.values()]
-      .filter((c) => u.pathname.startsWith(c.path))
-      .map((c) => `${c.name}=${c.value}`)
-      .join('; ');
-    const res = await fetch(url, {
-      method: form ? 'POST' : 'GET',
-      redirect: 'manual',
-      headers: {
-        ...(cookie ? { cookie } : {}),
-        ...(form ? { 'content-type': 'application/x-www-form-urlencoded' } : {}),
-      },
-      body: form ? new URLSearchParams(form).toString() : undefined,
-    });
-    for (const header of res.headers.getSetCookie()) {
-      const [pair, ...attrs] = header.split(';').map((s) => s.trim());
-      const eq = pair.indexOf('=');
-      const name = pair.slice(0, eq);
-      const value = pair.slice(eq + 1);
-      const pathAttr = attrs.find((a) => a.toLowerCase().startsWith('path='));
-      const path = pathAttr ? pathAttr.slice(5) : '/';
-      const expired =
-        attrs.some((a) => /^max-age=0$/i.test(a)) ||
-        attrs.some(
-          (a) => a.toLowerCase().startsWith('expires=') && Date.parse(a.slice(8)) < Date.now(),
-        );
-      const key = `${name}\0${path}`;
-      if (expired || value === '') this.cookies.delete(key);
-      else this.cookies.set(key, { name, value, path });
-    }
-    return res;
-  }
-
-  /**
-   * Follows the provider's pages (login form, consent form) as a person would, and returns the
-   * URL the provider finally redirects to on the CLI's loopback listener (not requested).
-   */
-  async authorize(start: URL, login: string): Promise<string> {
-    const redirectUri = start.searchParams.get('redirect_uri') as string;
-    const seen: string[] = [];
-    let url = start.toString();
-    let form: Record<string, string> | undefined;
-    for (let step = 0; step < 20; step++) {
-      const res = await this.request(url, form);
-      seen.push(`${form ? 'POST' : 'GET'} ${url} → ${res.status}`);
-      form = undefined;
-      if (res.status >= 300 && res.status < 400) {
-        const next = new URL(res.headers.get('location') as string, url).toString();
-        await res.body?.cancel();
-        if (next.startsWith(redirectUri)) return next;
-        url = next;
-        continue;
-      }
-      const html = await res.text();
-      const action = /<form[^>]*action="([^"]+)"/.exec(html)?.[1];
-      const prompt = /name="prompt" value="([^"]+)"/.exec(html)?.[1];
-      if (res.status !== 200 || !action || !prompt) {
-        throw new Error(`unexpected page:\n${seen.join('\n')}\n${html.slice(0, 2000)}`);
-      }
-      url = new URL(action.replace(/&amp;/g, '&'), url).toString();
-      form = prompt === 'login' ? { prompt, login, password: 'any' } : { prompt };
-    }
-    throw new Error(`the provider never redirected back:\n${seen.join('\n')}`);
-  }
-}
-
 /** A Terraform v4 state with bytes that a re-serialising client would change. */
 function stateBytes(serial: number, lineage: string, padding = ''): Buffer {
   return Buffer.from(
@@ -205,7 +135,7 @@ describe('the statehouse CLI', () => {
   ): Promise<{ result: CliResult; authUrl: URL; page: Response }> {
     const run = startCli(['login', '--no-browser'], env);
     const authUrl = await authorizationUrl(run, provider.issuer);
-    const callback = await new Browser().authorize(authUrl, login);
+    const callback = await new FormBrowser().authorize(authUrl, login);
     const page = await fetch(callback);
     const result = await run.done;
     return { result, authUrl, page };
@@ -442,7 +372,7 @@ describe('the statehouse CLI', () => {
       const user = userEnv();
       const run = startCli(['login', '--no-browser'], user.env);
       const authUrl = await authorizationUrl(run, provider.issuer);
-      const browser = new Browser();
+      const browser = new FormBrowser();
       // Open the login page, then follow the provider's own "abort" link.
       const first = await browser.request(authUrl.toString());
       const interaction = new URL(first.headers.get('location') as string, authUrl);

@@ -23,6 +23,11 @@ const EXPECTED_PUBLIC = [
   'JwksController.jwks',
   // Public unless STATEHOUSE_METRICS_TOKEN is set: then its own guard wants that token.
   'MetricsController.metricsText',
+  // `terraform login`: each step is authenticated by the login's own secrets (the provider's
+  // sign-in, the browser's cookie, the single-use code and Terraform's PKCE verifier).
+  'TerraformLoginController.authorize',
+  'TerraformLoginController.callback',
+  'TerraformLoginController.token',
   'TfeController.ping',
   // Takes the TFE JSON state upload and drops it (nothing here reads it).
   'TfeController.uploadJson',

@@ -1,10 +1,12 @@
 // A real OpenID provider for tests: the `oidc-provider` package (ESM-only) in its own Node
 // process on loopback. Prints one JSON line {"issuer": …} when ready.
 //
-//   node test/support/oidc-provider.mjs [port]
+//   node test/support/oidc-provider.mjs [port] [redirect-uri,…]
 //
-// Clients: `statehouse-cli` (public, PKCE, native loopback redirects on any port) and
-// `other-client`. Any login name works at the dev login form; the account's claims are
+// Clients: `statehouse-cli` (public, PKCE, native loopback redirects on any port),
+// `other-client`, and `statehouse-web` (public, PKCE, a web client: the redirect URIs given,
+// such as a server's https://127.0.0.1:PORT/oauth/terraform/callback, which the provider's
+// rules for native clients do not allow). Any login name works at the dev login form; the account's claims are
 // sub=<login>, email=<login>@example.com, email_verified=true (false for logins starting with
 // "unverified"), groups=["platform", "<login>-group"].
 //
@@ -16,6 +18,7 @@ import Provider from 'oidc-provider';
 import { createServer } from 'node:http';
 
 const port = Number(process.argv[2] ?? 0);
+const webRedirects = (process.argv[3] ?? '').split(',').filter((u) => u !== '');
 const { privateKey } = await generateKeyPair('RS256', { extractable: true });
 const signingJwk = {
   ...(await exportJWK(privateKey)),
@@ -46,6 +49,18 @@ const provider = new Provider(issuer, {
       response_types: ['code'],
       redirect_uris: ['http://127.0.0.1/callback'],
     },
+    ...(webRedirects.length > 0
+      ? [
+          {
+            client_id: 'statehouse-web',
+            application_type: 'web',
+            token_endpoint_auth_method: 'none',
+            grant_types: ['authorization_code'],
+            response_types: ['code'],
+            redirect_uris: webRedirects,
+          },
+        ]
+      : []),
   ],
   jwks: { keys: [signingJwk] },
   pkce: { required: () => true },

@@ -10,11 +10,16 @@ export interface TestOidcProvider {
   stop: () => Promise<void>;
 }
 
-/** Starts test/support/oidc-provider.mjs (the `oidc-provider` package) in its own process. */
-export async function startOidcProvider(): Promise<TestOidcProvider> {
-  const proc = spawn(process.execPath, [join(ROOT, 'test/support/oidc-provider.mjs'), '0'], {
-    stdio: ['pipe', 'pipe', 'pipe'],
-  });
+/**
+ * Starts test/support/oidc-provider.mjs (the `oidc-provider` package) in its own process; with
+ * `webRedirects`, its `statehouse-web` client accepts those redirect URIs.
+ */
+export async function startOidcProvider(webRedirects: string[] = []): Promise<TestOidcProvider> {
+  const proc = spawn(
+    process.execPath,
+    [join(ROOT, 'test/support/oidc-provider.mjs'), '0', webRedirects.join(',')],
+    { stdio: ['pipe', 'pipe', 'pipe'] },
+  );
   let out = '';
   const issuer = await new Promise<string>((resolve, reject) => {
     proc.stdout.on('data', (d: Buffer) => {

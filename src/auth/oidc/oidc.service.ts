@@ -43,12 +43,7 @@ export class OidcService {
   }
 
   async verifyIdToken(idToken: string, nonce?: string): Promise<Identity> {
-    const oidc = this.config.oidc;
-    if (!oidc)
-      throw new DomainError(
-        'invalid_request',
-        'OIDC login is not configured on this server (STATEHOUSE_OIDC_ISSUER)',
-      );
+    const oidc = this.required();
     // Name the failed check precisely: a token from another provider would otherwise only fail
     // its signature (this provider does not publish that key). Nothing here is trusted yet.
     let claimedIssuer: unknown;
@@ -102,6 +97,100 @@ export class OidcService {
     };
   }
 
+  /**
+   * Where to send a browser to sign in at the provider (authorization code with PKCE S256),
+   * coming back to `redirectUri` with `state`. For the server's own sign-in (`terraform login`);
+   * the CLI's login builds its own.
+   */
+  async authorizationUrl(request: {
+    redirectUri: string;
+    state: string;
+    nonce: string;
+    codeChallenge: string;
+  }): Promise<string> {
+    const oidc = this.required();
+    const { doc } = await this.load();
+    if (typeof doc.authorization_endpoint !== 'string') {
+      throw new DomainError(
+        'unavailable',
+        'the OpenID provider publishes no authorization_endpoint in its discovery document',
+      );
+    }
+    const url = new URL(doc.authorization_endpoint);
+    url.searchParams.set('response_type', 'code');
+    url.searchParams.set('client_id', oidc.clientId);
+    url.searchParams.set('redirect_uri', request.redirectUri);
+    url.searchParams.set('scope', oidc.scopes.join(' '));
+    url.searchParams.set('state', request.state);
+    url.searchParams.set('nonce', request.nonce);
+    url.searchParams.set('code_challenge', request.codeChallenge);
+    url.searchParams.set('code_challenge_method', 'S256');
+    return url.toString();
+  }
+
+  /**
+   * Redeems an authorization code at the provider's token endpoint (public client, PKCE) and
+   * verifies the ID token it answers with, `nonce` included.
+   */
+  async redeemCode(request: {
+    code: string;
+    codeVerifier: string;
+    redirectUri: string;
+    nonce: string;
+  }): Promise<Identity> {
+    const oidc = this.required();
+    const { doc } = await this.load();
+    if (typeof doc.token_endpoint !== 'string') {
+      throw new DomainError(
+        'unavailable',
+        'the OpenID provider publishes no token_endpoint in its discovery document',
+      );
+    }
+    let answer: { id_token?: unknown; error?: unknown; error_description?: unknown };
+    let status: number;
+    try {
+      const res = await fetch(doc.token_endpoint, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/x-www-form-urlencoded',
+          accept: 'application/json',
+        },
+        body: new URLSearchParams({
+          grant_type: 'authorization_code',
+          code: request.code,
+          redirect_uri: request.redirectUri,
+          client_id: oidc.clientId,
+          code_verifier: request.codeVerifier,
+        }).toString(),
+        signal: AbortSignal.timeout(10_000),
+      });
+      status = res.status;
+      answer = JSON.parse(await boundedText(res, MAX_TOKEN_ANSWER_BYTES)) as typeof answer;
+    } catch (e) {
+      this.logger.warn({ err: e }, "cannot redeem a code at the OpenID provider's token endpoint");
+      throw new DomainError('unavailable', 'the OpenID provider cannot be reached; try again');
+    }
+    if (status !== 200 || typeof answer.id_token !== 'string') {
+      const error =
+        typeof answer.error === 'string' ? answer.error.slice(0, 100) : `HTTP ${status}`;
+      throw new DomainError(
+        'unauthenticated',
+        `the OpenID provider refused the sign-in code: ${error}`,
+      );
+    }
+    return this.verifyIdToken(answer.id_token, request.nonce);
+  }
+
+  private required(): NonNullable<AppConfig['oidc']> {
+    const oidc = this.config.oidc;
+    if (!oidc)
+      throw new DomainError(
+        'invalid_request',
+        'OIDC login is not configured on this server (STATEHOUSE_OIDC_ISSUER)',
+      );
+    return oidc;
+  }
+
   /** The provider's discovery document (cached), checked to name the configured issuer. */
   async load(): Promise<{ doc: Discovery; jwks: ReturnType<typeof createRemoteJWKSet> }> {
     const oidc = this.config.oidc as NonNullable<AppConfig['oidc']>;
@@ -125,6 +214,28 @@ export class OidcService {
     this.discovery = { doc, jwks: createRemoteJWKSet(new URL(doc.jwks_uri)), at: Date.now() };
     return this.discovery;
   }
+}
+
+/** The most a provider's token answer may be (an ID token and an access token, with room). */
+const MAX_TOKEN_ANSWER_BYTES = 256 * 1024;
+
+/** A response body as text, refused beyond `limit` bytes without reading the rest. */
+async function boundedText(res: Response, limit: number): Promise<string> {
+  const reader = res.body?.getReader() as ReadableStreamDefaultReader<Uint8Array> | undefined;
+  if (!reader) return '';
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > limit) {
+      await reader.cancel();
+      throw new Error(`the answer is larger than ${limit} bytes`);
+    }
+    chunks.push(value);
+  }
+  return Buffer.concat(chunks).toString('utf8');
 }
 
 function describe(e: unknown): string {

@@ -123,6 +123,48 @@ export class ApiTokenService implements CredentialVerifier {
     return { ...info(row), token };
   }
 
+  /**
+   * A token for a person who has just signed in through the OpenID provider on this server
+   * (`terraform login`): their login is recorded as any login is (groups and verified email,
+   * carried by their tokens until `loginExpiresAt`), and the token acts as them. One
+   * transaction: no token without its login, no login recorded for a token not made.
+   */
+  async issueForLogin(
+    identity: Identity,
+    request: { name: string; loginExpiresAt: Date; via: string },
+  ): Promise<ApiTokenInfo & { token: string }> {
+    const token = API_TOKEN_PREFIX + randomBytes(32).toString('base64url');
+    const row = await this.repo.transaction(async (m) => {
+      await this.repo.recordLogin(m, {
+        subject: identity.subject,
+        email: identity.email ?? null,
+        groups: identity.groups ?? [],
+        expires_at: request.loginExpiresAt,
+      });
+      const inserted = await this.repo.insertApiToken(m, {
+        name: request.name,
+        token_hash: sha256Hex(token),
+        subject: identity.subject,
+        created_by: identity.subject,
+        expires_at: null,
+      });
+      await this.audit.recordIn(m, {
+        type: 'auth.login',
+        actor: identity.subject,
+        outcome: 'success',
+        details: { via: request.via },
+      });
+      await this.audit.recordIn(m, {
+        type: 'auth.api_token_created',
+        actor: identity.subject,
+        outcome: 'success',
+        details: { token_id: inserted.id, subject: identity.subject, name: request.name },
+      });
+      return inserted;
+    });
+    return { ...info(row), token };
+  }
+
   /** Your tokens (acting as you or created by you); every token with `token.manage`. */
   async list(principal: Principal): Promise<ApiTokenInfo[]> {
     const all = await this.authz.can(principal, 'token.manage', { unit: '*' });
