@@ -40,6 +40,20 @@ export function tlsFetch(
   });
 }
 
+/** A request over https (as `tlsFetch`) with `token` as the bearer. */
+export function bearerTlsFetch(
+  base: string,
+  caFile: string,
+  token: string,
+  path: string,
+  init: Parameters<typeof tlsFetch>[3] = {},
+): Promise<TlsAnswer> {
+  return tlsFetch(base, caFile, path, {
+    ...init,
+    headers: { Authorization: `Bearer ${token}`, ...(init.headers ?? {}) },
+  });
+}
+
 /** Waits until `/readyz` answers 200 over https. */
 export async function waitReadyTls(
   base: string,

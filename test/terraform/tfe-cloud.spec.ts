@@ -17,7 +17,13 @@
  */
 import { RunningServer, spawnServer } from '../support/server';
 import { caAndServerCertificate } from '../support/tls';
-import { credentialsConfig, TlsAnswer, tlsFetch, waitReadyTls } from '../support/tfe';
+import {
+  bearerTlsFetch,
+  credentialsConfig,
+  TlsAnswer,
+  tlsFetch,
+  waitReadyTls,
+} from '../support/tfe';
 import { freePort } from '../support/ports';
 import * as tf from '../support/terraform';
 import { freshServerEnv } from '../support/database';
@@ -88,10 +94,7 @@ describe('real terraform through the cloud {} block (TFE door)', () => {
   let work: string;
 
   const api = (path: string, init: Parameters<typeof tlsFetch>[3] = {}): Promise<TlsAnswer> =>
-    tlsFetch(base, ca, path, {
-      ...init,
-      headers: { Authorization: `Bearer ${server.token}`, ...(init.headers ?? {}) },
-    });
+    bearerTlsFetch(base, ca, server.token, path, init);
   const terraform = (cwd: string, args: string[], env = tfEnv): Promise<TfResult> =>
     tf.runTerraform(cwd, args, env, 120_000);
   const tfOk = (cwd: string, args: string[], env = tfEnv): Promise<TfResult> =>

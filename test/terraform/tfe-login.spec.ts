@@ -21,7 +21,7 @@ import { freshServerEnv } from '../support/database';
 import { startOidcProvider, TestOidcProvider } from '../support/oidc';
 import { freePort } from '../support/ports';
 import { RunningServer, spawnServer } from '../support/server';
-import { TlsAnswer, tlsFetch, waitReadyTls } from '../support/tfe';
+import { bearerTlsFetch, TlsAnswer, tlsFetch, waitReadyTls } from '../support/tfe';
 import * as tf from '../support/terraform';
 import { caAndServerCertificate } from '../support/tls';
 
@@ -70,10 +70,7 @@ describe('terraform login against Statehouse, then cloud {} with the saved token
   let tfEnv: Record<string, string>;
 
   const api = (path: string, init: Parameters<typeof tlsFetch>[3] = {}): Promise<TlsAnswer> =>
-    tlsFetch(base, ca, path, {
-      ...init,
-      headers: { Authorization: `Bearer ${server.token}`, ...(init.headers ?? {}) },
-    });
+    bearerTlsFetch(base, ca, server.token, path, init);
 
   beforeAll(async () => {
     if (tf.TERRAFORM === undefined) throw new Error(tf.TERRAFORM_MISSING);
