@@ -15,18 +15,16 @@
  * `workspace new`, `list`, `select` and `delete` (safe-delete refused while resources remain).
  * Without `terraform` on the PATH this suite FAILS.
  */
-import { RunningServer, spawnServer } from '../support/server';
-import { caAndServerCertificate } from '../support/tls';
+import { RunningServer } from '../support/server';
 import {
   bearerTlsFetch,
   credentialsConfig,
   TlsAnswer,
   tlsFetch,
-  waitReadyTls,
+  startTlsServer,
+  TlsServer,
 } from '../support/tfe';
-import { freePort } from '../support/ports';
 import * as tf from '../support/terraform';
-import { freshServerEnv } from '../support/database';
 import { randomUUID } from 'node:crypto';
 import * as fs from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -85,7 +83,7 @@ describe('real terraform through the cloud {} block (TFE door)', () => {
   const unit = `acme/${workspace}`;
   const unitPath = encodeURIComponent(unit);
   let server: RunningServer;
-  let cleanup: (() => Promise<void>) | undefined;
+  let tls: TlsServer | undefined;
   let scratch: string;
   let ca: string;
   let host: string;
@@ -118,21 +116,8 @@ describe('real terraform through the cloud {} block (TFE door)', () => {
   beforeAll(async () => {
     if (tf.TERRAFORM === undefined) throw new Error(tf.TERRAFORM_MISSING);
     scratch = fs.mkdtempSync(join(tmpdir(), 'statehouse-tfe-'));
-    const certs = caAndServerCertificate(scratch);
-    ca = certs.ca;
-    const port = await freePort();
-    host = `127.0.0.1:${port}`;
-    base = `https://${host}`;
-    const fresh = await freshServerEnv();
-    cleanup = fresh.cleanup;
-    server = await spawnServer({
-      ...fresh.env,
-      PORT: String(port),
-      STATEHOUSE_TLS_CERT_FILE: certs.cert,
-      STATEHOUSE_TLS_KEY_FILE: certs.key,
-      STATEHOUSE_PUBLIC_URL: base,
-    });
-    await waitReadyTls(base, ca);
+    tls = await startTlsServer(scratch);
+    ({ server, ca, host, base } = tls);
     const cliConfig = join(scratch, 'terraformrc');
     fs.writeFileSync(cliConfig, credentialsConfig(host, server.token));
     const home = join(scratch, 'home');
@@ -149,8 +134,7 @@ describe('real terraform through the cloud {} block (TFE door)', () => {
   }, 120_000);
 
   afterAll(async () => {
-    if (server) await server.stop();
-    if (cleanup) await cleanup();
+    await tls?.stop();
     if (scratch) fs.rmSync(scratch, { force: true, recursive: true });
   });
 

@@ -17,13 +17,10 @@ import * as fs from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
-import { freshServerEnv } from '../support/database';
 import { startOidcProvider, TestOidcProvider } from '../support/oidc';
-import { freePort } from '../support/ports';
-import { RunningServer, spawnServer } from '../support/server';
-import { bearerTlsFetch, TlsAnswer, tlsFetch, waitReadyTls } from '../support/tfe';
+import { RunningServer } from '../support/server';
+import { bearerTlsFetch, TlsAnswer, tlsFetch, startTlsServer, TlsServer } from '../support/tfe';
 import * as tf from '../support/terraform';
-import { caAndServerCertificate } from '../support/tls';
 
 jest.setTimeout(180_000);
 
@@ -61,7 +58,7 @@ async function waitForFile(file: string, timeoutMs: number, what: () => string):
 describe('terraform login against Statehouse, then cloud {} with the saved token', () => {
   let provider: TestOidcProvider;
   let server: RunningServer;
-  let cleanup: (() => Promise<void>) | undefined;
+  let tls: TlsServer | undefined;
   let scratch: string;
   let ca: string;
   let host: string;
@@ -80,25 +77,15 @@ describe('terraform login against Statehouse, then cloud {} with the saved token
       );
     }
     scratch = fs.mkdtempSync(join(tmpdir(), 'statehouse-tflogin-'));
-    const certs = caAndServerCertificate(scratch);
-    ca = certs.ca;
-    const port = await freePort();
-    host = `127.0.0.1:${port}`;
-    base = `https://${host}`;
-    provider = await startOidcProvider([`${base}/oauth/terraform/callback`]);
-    const fresh = await freshServerEnv();
-    cleanup = fresh.cleanup;
-    server = await spawnServer({
-      ...fresh.env,
-      PORT: String(port),
-      STATEHOUSE_TLS_CERT_FILE: certs.cert,
-      STATEHOUSE_TLS_KEY_FILE: certs.key,
-      STATEHOUSE_PUBLIC_URL: base,
-      STATEHOUSE_OIDC_ISSUER: provider.issuer,
-      STATEHOUSE_OIDC_CLIENT_ID: 'statehouse-web',
-      STATEHOUSE_OIDC_SCOPES: 'openid email groups',
+    tls = await startTlsServer(scratch, async (at) => {
+      provider = await startOidcProvider([`${at}/oauth/terraform/callback`]);
+      return {
+        STATEHOUSE_OIDC_ISSUER: provider.issuer,
+        STATEHOUSE_OIDC_CLIENT_ID: 'statehouse-web',
+        STATEHOUSE_OIDC_SCOPES: 'openid email groups',
+      };
     });
-    await waitReadyTls(base, ca);
+    ({ server, ca, host, base } = tls);
     // The person's group administers: what the token may do comes from the login's groups.
     const init = await api('/v1/rbac/init', {
       method: 'POST',
@@ -128,9 +115,8 @@ describe('terraform login against Statehouse, then cloud {} with the saved token
   });
 
   afterAll(async () => {
-    await server?.stop();
+    await tls?.stop();
     await provider?.stop();
-    if (cleanup) await cleanup();
     if (scratch) fs.rmSync(scratch, { force: true, recursive: true });
   });
 

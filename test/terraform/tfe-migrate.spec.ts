@@ -12,18 +12,15 @@ import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { freshServerEnv } from '../support/database';
-import { freePort } from '../support/ports';
-import { RunningServer, spawnServer } from '../support/server';
 import {
   bearerTlsFetch,
   credentialsConfig,
   TlsAnswer,
   tlsFetch,
-  waitReadyTls,
+  startTlsServer,
+  TlsServer,
 } from '../support/tfe';
 import * as tf from '../support/terraform';
-import { caAndServerCertificate } from '../support/tls';
 
 jest.setTimeout(180_000);
 
@@ -43,18 +40,14 @@ output "label" {
 `;
 
 describe('from backend "s3" to cloud {} on the same server, by an interactive init', () => {
-  let server: RunningServer;
-  let cleanup: (() => Promise<void>) | undefined;
+  let tls: TlsServer;
   let scratch: string;
-  let ca: string;
-  let host: string;
-  let base: string;
   let token: string;
   let tfEnv: Record<string, string>;
   let work: string;
 
   const api = (path: string, init: Parameters<typeof tlsFetch>[3] = {}): Promise<TlsAnswer> =>
-    bearerTlsFetch(base, ca, token, path, init);
+    bearerTlsFetch(tls.base, tls.ca, token, path, init);
   const postJson = (path: string, body: unknown): Promise<TlsAnswer> =>
     api(path, {
       method: 'POST',
@@ -96,22 +89,8 @@ describe('from backend "s3" to cloud {} on the same server, by an interactive in
   beforeAll(async () => {
     if (tf.TERRAFORM === undefined) throw new Error(tf.TERRAFORM_MISSING);
     scratch = fs.mkdtempSync(join(tmpdir(), 'statehouse-tfmove-'));
-    const certs = caAndServerCertificate(scratch);
-    ca = certs.ca;
-    const port = await freePort();
-    host = `127.0.0.1:${port}`;
-    base = `https://${host}`;
-    const fresh = await freshServerEnv();
-    cleanup = fresh.cleanup;
-    server = await spawnServer({
-      ...fresh.env,
-      PORT: String(port),
-      STATEHOUSE_TLS_CERT_FILE: certs.cert,
-      STATEHOUSE_TLS_KEY_FILE: certs.key,
-      STATEHOUSE_PUBLIC_URL: base,
-    });
-    await waitReadyTls(base, ca);
-    token = server.token;
+    tls = await startTlsServer(scratch);
+    token = tls.server.token;
     expect((await postJson('/v1/rbac/init', { admin: { subject: 'svc:terraform' } })).status).toBe(
       201,
     );
@@ -126,14 +105,14 @@ describe('from backend "s3" to cloud {} on the same server, by an interactive in
       SessionToken: string;
     };
     const cliConfig = join(scratch, 'terraformrc');
-    fs.writeFileSync(cliConfig, credentialsConfig(host, token));
+    fs.writeFileSync(cliConfig, credentialsConfig(tls.host, token));
     const home = join(scratch, 'home');
     fs.mkdirSync(home);
     tfEnv = {
       ...tf.cleanEnv(),
       HOME: home,
       TF_CLI_CONFIG_FILE: cliConfig,
-      SSL_CERT_FILE: ca,
+      SSL_CERT_FILE: tls.ca,
       AWS_ACCESS_KEY_ID: creds.AccessKeyId,
       AWS_SECRET_ACCESS_KEY: creds.SecretAccessKey,
       AWS_SESSION_TOKEN: creds.SessionToken,
@@ -144,8 +123,7 @@ describe('from backend "s3" to cloud {} on the same server, by an interactive in
   });
 
   afterAll(async () => {
-    await server?.stop();
-    if (cleanup) await cleanup();
+    await tls?.stop();
     if (scratch) fs.rmSync(scratch, { force: true, recursive: true });
   });
 
@@ -157,14 +135,14 @@ describe('from backend "s3" to cloud {} on the same server, by an interactive in
     bucket                      = "tfstate"
     key                         = "acme/moved/terraform.tfstate"
     region                      = "us-east-1"
-    endpoints                   = { s3 = "${base}/s3" }
+    endpoints                   = { s3 = "${tls.base}/s3" }
     use_path_style              = true
     skip_credentials_validation = true
     skip_requesting_account_id  = true
     skip_region_validation      = true
     skip_metadata_api_check     = true
     use_lockfile                = true
-    custom_ca_bundle            = "${ca}"
+    custom_ca_bundle            = "${tls.ca}"
   }
 }
 ${RESOURCES}`,
@@ -179,7 +157,7 @@ ${RESOURCES}`,
       join(work, 'main.tf'),
       `terraform {
   cloud {
-    hostname     = "${host}"
+    hostname     = "${tls.host}"
     organization = "acme"
     workspaces {
       name = "moved"
