@@ -6,6 +6,9 @@
  * download, and a read that never creates a workspace.
  */
 import { createHash, randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { ROOT } from '../support/paths';
 import { callJson, onFreshServer, RunningServer } from '../support/server';
 
 const md5 = (s: string): string => createHash('md5').update(s).digest('hex');
@@ -259,5 +262,37 @@ describe('the TFE door (API level)', () => {
     const outsider = await tfe('outsider', 'GET', `/api/v2/workspaces/${wsId}`);
     expect(outsider.status).toBe(403);
     expect(Array.isArray(outsider.json.errors)).toBe(true);
+  });
+  it('a client-side encrypted state (OpenTofu): its outputs answer a JSON:API 409, its download the stored bytes', async () => {
+    const sealed = readFileSync(
+      join(ROOT, 'test/fixtures/terraform-1.11/opentofu-encrypted.HANDMADE.tfstate'),
+    );
+    const put = await fetch(`${server.url}/v1/units/acme%2Fsealed/state`, {
+      method: 'PUT',
+      headers: { Authorization: `Bearer ${tokens.other}`, 'Content-Type': 'application/json' },
+      body: sealed,
+    });
+    expect(put.status).toBeLessThan(300);
+    const ws = await tfe('other', 'GET', '/api/v2/organizations/acme/workspaces/sealed');
+    expect(ws.status).toBe(200);
+    const id = (ws.json.data as { id: string }).id;
+    const outputs = await tfe(
+      'other',
+      'GET',
+      `/api/v2/workspaces/${id}/current-state-version-outputs`,
+    );
+    expect(outputs.status).toBe(409);
+    const errors = outputs.json.errors as { status: string; detail: string }[];
+    expect(errors[0].status).toBe('409');
+    expect(errors[0].detail).toMatch(/client-side encrypted/);
+    const current = await tfe('other', 'GET', `/api/v2/workspaces/${id}/current-state-version`);
+    expect(current.status).toBe(200);
+    const url = (current.json.data as { attributes: Record<string, string> }).attributes[
+      'hosted-state-download-url'
+    ];
+    const download = await fetch(`${server.url}${new URL(url).pathname}`, {
+      headers: { Authorization: `Bearer ${tokens.other}` },
+    });
+    expect(Buffer.from(await download.arrayBuffer()).equals(sealed)).toBe(true);
   });
 });
