@@ -53,6 +53,17 @@ describe('the TFE door (API level)', () => {
     const text = await r.text();
     return { status: r.status, json: text ? (JSON.parse(text) as Record<string, unknown>) : {} };
   };
+  /** The current state version's download, as `who` (its URL from the state version). */
+  const downloadCurrent = async (who: string, id: string): Promise<Response> => {
+    const current = await tfe(who, 'GET', `/api/v2/workspaces/${id}/current-state-version`);
+    expect(current.status).toBe(200);
+    const url = (current.json.data as { attributes: Record<string, string> }).attributes[
+      'hosted-state-download-url'
+    ];
+    return fetch(`${server.url}${new URL(url).pathname}`, {
+      headers: { Authorization: `Bearer ${tokens[who]}` },
+    });
+  };
   const upload = async (url: string, bytes: string): Promise<number> => {
     const u = new URL(url);
     const r = await fetch(`${server.url}${u.pathname}${u.search}`, {
@@ -244,14 +255,7 @@ describe('the TFE door (API level)', () => {
     const notForYou = await tfe('outputs', 'GET', `/api/v2/state-version-outputs/${pw?.id}`);
     expect(notForYou.status).toBe(404);
 
-    const current = await tfe('outputs', 'GET', `/api/v2/workspaces/${wsId}/current-state-version`);
-    expect(current.status).toBe(200);
-    const url = (current.json.data as { attributes: Record<string, string> }).attributes[
-      'hosted-state-download-url'
-    ];
-    const download = await fetch(`${server.url}${new URL(url).pathname}`, {
-      headers: { Authorization: `Bearer ${tokens.outputs}` },
-    });
+    const download = await downloadCurrent('outputs', wsId);
     const state = (await download.json()) as {
       outputs: Record<string, unknown>;
       resources: unknown[];
@@ -285,14 +289,7 @@ describe('the TFE door (API level)', () => {
     const errors = outputs.json.errors as { status: string; detail: string }[];
     expect(errors[0].status).toBe('409');
     expect(errors[0].detail).toMatch(/client-side encrypted/);
-    const current = await tfe('other', 'GET', `/api/v2/workspaces/${id}/current-state-version`);
-    expect(current.status).toBe(200);
-    const url = (current.json.data as { attributes: Record<string, string> }).attributes[
-      'hosted-state-download-url'
-    ];
-    const download = await fetch(`${server.url}${new URL(url).pathname}`, {
-      headers: { Authorization: `Bearer ${tokens.other}` },
-    });
+    const download = await downloadCurrent('other', id);
     expect(Buffer.from(await download.arrayBuffer()).equals(sealed)).toBe(true);
   });
 });
