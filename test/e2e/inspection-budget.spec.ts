@@ -2,10 +2,11 @@
  * The server-wide bound on state bytes under inspection (STATEHOUSE_INSPECTION_MAX_BYTES):
  * while a write holds the budget, another that does not fit waits in the queue and goes in
  * when there is room — or, with no room in the queue, is refused at once on every door: 503
- * with `Retry-After` (JSON on the API and the HTTP backend, `SlowDown` on the S3 door), storing
- * nothing.
+ * with `Retry-After` (JSON on the API and the HTTP backend, `SlowDown` on the S3 door; the TFE
+ * door answers a JSON:API 429 with `Retry-After` and `X-RateLimit-Reset`), storing nothing.
  */
 import { PutObjectCommand, S3Client, S3ServiceException } from '@aws-sdk/client-s3';
+import { createHash } from 'node:crypto';
 import { request } from 'node:http';
 import { freshServerEnv } from '../support/database';
 import { RunningServer, spawnServer } from '../support/server';
@@ -99,7 +100,7 @@ function budgetServer(extra: Record<string, string> = {}): () => RunningServer {
 describe('inspection budget: nothing waits, nothing fits', () => {
   const current = budgetServer({ STATEHOUSE_INSPECTION_QUEUE: '0' });
 
-  it('a write that does not fit beside one in progress is refused with 503 and Retry-After on every door, storing nothing', async () => {
+  it('a write that does not fit beside one in progress is refused with 503 (TFE: 429) and Retry-After on every door, storing nothing', async () => {
     const server = current();
     const big = stateOf(600 * KiB);
     const holding = slowPut(server, 'budget/holder', big);
@@ -169,12 +170,57 @@ describe('inspection budget: nothing waits, nothing fits', () => {
     expect((refused as S3ServiceException).name).toBe('SlowDown');
     expect((refused as S3ServiceException).$metadata.httpStatusCode).toBe(503);
 
+    // The TFE door: the upload of an announced state version answers a JSON:API 429 with
+    // Retry-After and X-RateLimit-Reset, which go-tfe waits out and retries.
+    const tfe = async (method: string, path: string, body?: unknown) => {
+      const r = await fetch(`${server.url}/api/v2${path}`, {
+        method,
+        headers: { ...server.auth, 'Content-Type': 'application/vnd.api+json' },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+      return (await r.json()) as { data: { id: string; attributes: Record<string, string> } };
+    };
+    const ws = await tfe('POST', '/organizations/budget/workspaces', {
+      data: { type: 'workspaces', attributes: { name: 'tfe' } },
+    });
+    await tfe('POST', `/workspaces/${ws.data.id}/actions/lock`, {});
+    const announced = await tfe('POST', `/workspaces/${ws.data.id}/state-versions`, {
+      data: {
+        type: 'state-versions',
+        attributes: {
+          serial: 1,
+          lineage: 'budget',
+          md5: createHash('md5').update(big).digest('hex'),
+        },
+      },
+    });
+    const uploadUrl = new URL(announced.data.attributes['hosted-state-upload-url']);
+    const upload = await fetch(`${server.url}${uploadUrl.pathname}${uploadUrl.search}`, {
+      method: 'PUT',
+      headers: { 'Content-Type': 'application/octet-stream' },
+      body: big,
+    });
+    expect(upload.status).toBe(429);
+    expect(upload.headers.get('retry-after')).toBe('2');
+    expect(upload.headers.get('x-ratelimit-reset')).toBe('2');
+    expect(((await upload.json()) as { errors: { status: string }[] }).errors[0].status).toBe(
+      '429',
+    );
+
     // Nothing was stored by the refused writes; the one holding the budget goes through.
-    for (const unit of ['budget/api', 'budget/backend', 'budget/s3']) {
+    for (const unit of ['budget/api', 'budget/backend', 'budget/s3', 'budget/tfe']) {
       expect(await stateStatus(server, unit)).not.toBe(200);
     }
     expect(await holding.finish()).toBe(200);
     expect(await stateStatus(server, 'budget/holder')).toBe(200);
+    // The refused upload left its URL good: go-tfe's retry goes in.
+    const retried = await fetch(`${server.url}${uploadUrl.pathname}${uploadUrl.search}`, {
+      method: 'PUT',
+      headers: { 'Content-Type': 'application/octet-stream' },
+      body: big,
+    });
+    expect(retried.status).toBe(200);
+    expect(await stateStatus(server, 'budget/tfe')).toBe(200);
 
     // Room again: the same write now succeeds.
     expect((await put(server, 'budget/api', big)).status).toBe(200);
