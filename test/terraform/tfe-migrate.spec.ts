@@ -6,9 +6,16 @@
  * an interactive `terraform init` (its questions answered on stdin, as a person would) moves
  * the backend. Terraform finds the source and destination states the same (lineage and serial)
  * and copies nothing: no new version appears. `plan` then has nothing to change, and the next
- * apply writes version 2 through door `tfe`. Without `terraform` on the PATH this suite FAILS.
+ * apply writes version 2 through door `tfe`. One lock across the doors: a TFE lock stops an
+ * apply through `backend "s3"`, and a lock file written through the S3 door (by the AWS SDK,
+ * as Terraform's `use_lockfile` writes it) stops a TFE lock and a `cloud {}` plan. Without
+ * `terraform` on the PATH this suite FAILS.
  */
+import { DeleteObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import { NodeHttpHandler } from '@smithy/node-http-handler';
 import { spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { Agent } from 'node:https';
 import * as fs from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -127,10 +134,8 @@ describe('from backend "s3" to cloud {} on the same server, by an interactive in
     if (scratch) fs.rmSync(scratch, { force: true, recursive: true });
   });
 
-  it('apply through backend "s3" writes version 1 of acme/moved (door s3)', async () => {
-    fs.writeFileSync(
-      join(work, 'main.tf'),
-      `terraform {
+  /** The configuration with this server's `backend "s3"` for unit acme/moved. */
+  const s3Config = (): string => `terraform {
   backend "s3" {
     bucket                      = "tfstate"
     key                         = "acme/moved/terraform.tfstate"
@@ -145,8 +150,10 @@ describe('from backend "s3" to cloud {} on the same server, by an interactive in
     custom_ca_bundle            = "${tls.ca}"
   }
 }
-${RESOURCES}`,
-    );
+${RESOURCES}`;
+
+  it('apply through backend "s3" writes version 1 of acme/moved (door s3)', async () => {
+    fs.writeFileSync(join(work, 'main.tf'), s3Config());
     await tf.runTerraformOk(work, ['init', '-input=false', '-no-color'], tfEnv);
     await tf.runTerraformOk(work, ['apply', '-auto-approve', '-input=false', '-no-color'], tfEnv);
     expect((await versions()).map((v) => [v.version, v.door])).toEqual([[1, 's3']]);
@@ -193,5 +200,83 @@ ${RESOURCES}`,
       [2, 'tfe'],
     ]);
     expect(after[1].serial).toBeGreaterThan(after[0].serial);
+  });
+
+  it('a TFE lock stops a writer through backend "s3", and an S3-door lock stops the TFE door', async () => {
+    const s3Side = join(scratch, 's3-side');
+    fs.mkdirSync(s3Side);
+    fs.writeFileSync(join(s3Side, 'main.tf'), s3Config());
+    await tf.runTerraformOk(s3Side, ['init', '-input=false', '-no-color'], tfEnv);
+    const ws = (await api('/api/v2/organizations/acme/workspaces/moved')).json().data as {
+      id: string;
+    };
+    const lockPath = `/api/v2/workspaces/${ws.id}/actions/lock`;
+    const jsonApi = { 'Content-Type': 'application/vnd.api+json' };
+    expect((await api(lockPath, { method: 'POST', headers: jsonApi, body: '{}' })).status).toBe(
+      200,
+    );
+    const blocked = await tf.runTerraform(
+      s3Side,
+      ['apply', '-auto-approve', '-input=false', '-no-color', '-var', 'label=three'],
+      tfEnv,
+    );
+    expect(blocked.code).not.toBe(0);
+    expect(blocked.output).toMatch(/Error acquiring the state lock/);
+    expect(
+      (await api(`/api/v2/workspaces/${ws.id}/actions/unlock`, { method: 'POST' })).status,
+    ).toBe(200);
+
+    // The reverse: an S3 client holds the lock (Terraform's lock file, as use_lockfile writes it).
+    const s3 = new S3Client({
+      endpoint: `${tls.base}/s3`,
+      forcePathStyle: true,
+      region: 'us-east-1',
+      maxAttempts: 1,
+      credentials: {
+        accessKeyId: tfEnv.AWS_ACCESS_KEY_ID,
+        secretAccessKey: tfEnv.AWS_SECRET_ACCESS_KEY,
+        sessionToken: tfEnv.AWS_SESSION_TOKEN,
+      },
+      requestHandler: new NodeHttpHandler({
+        httpsAgent: new Agent({ ca: fs.readFileSync(tls.ca) }),
+      }),
+    });
+    try {
+      const lockInfo = JSON.stringify({
+        ID: randomUUID(),
+        Operation: 'OperationTypeApply',
+        Info: '',
+        Who: 'someone@elsewhere',
+        Version: '1.11.4',
+        Created: new Date().toISOString(),
+        Path: 'tfstate/acme/moved/terraform.tfstate',
+      });
+      await s3.send(
+        new PutObjectCommand({
+          Bucket: 'tfstate',
+          Key: 'acme/moved/terraform.tfstate.tflock',
+          Body: lockInfo,
+          IfNoneMatch: '*',
+        }),
+      );
+      const refused = await api(lockPath, { method: 'POST', headers: jsonApi, body: '{}' });
+      expect(refused.status).toBe(409);
+      expect(refused.json().errors).toBeDefined();
+      const plan = await tf.runTerraform(work, ['plan', '-input=false', '-no-color'], tfEnv);
+      expect(plan.code).not.toBe(0);
+      expect(plan.output).toMatch(/lock/i);
+      await s3.send(
+        new DeleteObjectCommand({ Bucket: 'tfstate', Key: 'acme/moved/terraform.tfstate.tflock' }),
+      );
+    } finally {
+      s3.destroy();
+    }
+    expect((await api(lockPath, { method: 'POST', headers: jsonApi, body: '{}' })).status).toBe(
+      200,
+    );
+    expect(
+      (await api(`/api/v2/workspaces/${ws.id}/actions/unlock`, { method: 'POST' })).status,
+    ).toBe(200);
+    expect((await versions()).length).toBe(2);
   });
 });
