@@ -12,7 +12,8 @@
  * push` of an older serial is refused at the create; `backend "remote"` with `prefix` sees
  * the same state; `terraform_remote_state { backend = "remote" }` reads the outputs, and an
  * outputs-only consumer gets them too; the tags strategy (`workspaces { tags }`) runs
- * `workspace new`, `list`, `select` and `delete` (safe-delete refused while resources remain).
+ * `workspace new`, `list`, `select` and `delete` (safe-delete refused while resources remain);
+ * `workspaces { project }` makes the project, then the workspace in it.
  * Without `terraform` on the PATH this suite FAILS.
  */
 import { RunningServer } from '../support/server';
@@ -431,6 +432,37 @@ output "names" {
       (await tfOk(consumer, ['output', '-json', 'names'], env)).stdout,
     ) as string[];
     expect(names).toEqual(['label', 'shape']);
+  });
+
+  it('cloud { workspaces { project } }: init makes the project, then the workspace in it; apply writes there', async () => {
+    const project = `core-${randomUUID().slice(0, 6)}`;
+    const name = `in-${project}`;
+    // In Terraform 1.11 the project is named inside `workspaces`.
+    const dir = workDir(
+      'project',
+      CONFIG(host, `name    = "${name}"\n      project = "${project}"`),
+    );
+    await tfOk(dir, ['init', '-input=false', '-no-color']);
+    const listed = await api(
+      `/api/v2/organizations/acme/projects?filter%5Bnames%5D=${encodeURIComponent(project)}`,
+    );
+    const projects = listed.json().data as { id: string; attributes: { name: string } }[];
+    expect(projects.map((p) => p.attributes.name)).toEqual([project]);
+    const ws = (await api(`/api/v2/organizations/acme/workspaces/${name}`)).json().data as {
+      relationships: { project?: { data: { id: string } } };
+    };
+    expect(ws.relationships.project?.data.id).toBe(projects[0].id);
+    const inProject = await api(
+      `/api/v2/organizations/acme/workspaces?filter%5Bproject%5D%5Bid%5D=${projects[0].id}`,
+    );
+    expect(
+      (inProject.json().data as { attributes: { name: string } }[]).map((w) => w.attributes.name),
+    ).toEqual([name]);
+    await tfOk(dir, ['apply', '-auto-approve', '-input=false', '-no-color']);
+    const written = await api(`/v1/units/${encodeURIComponent(`acme/${name}`)}/versions`);
+    expect((written.json() as { items: { door: string }[] }).items.map((v) => v.door)).toEqual([
+      'tfe',
+    ]);
   });
 
   it('every refusal is JSON:API, never a 5xx', async () => {
