@@ -2,6 +2,7 @@ import { assertWorkspace, DEFAULT_WORKSPACE, unitNameFromRawPath } from '../comm
 import { trimEnd } from '../common/trim';
 import type { RemoteStateSource } from '../state/state-inspector';
 import { resolveKey } from '../common/s3-keys';
+import { unitOfWorkspace } from '../common/tfe-workspace-names';
 
 /** How this server is reached, for recognising its own addresses inside consumers' states. */
 export interface SelfAddresses {
@@ -110,6 +111,24 @@ export function resolveRemoteState(
         unit: unitNameFromRawPath(a.path.slice(marker + '/v1/backend/'.length)),
         workspace: assertWorkspace(params.get('workspace') ?? undefined),
       };
+    }
+    if (source.backend === 'remote') {
+      // The TFE door: `hostname` (Terraform's default is HCP Terraform's, never this server),
+      // `organization`, and `workspaces.name` — or `workspaces.prefix` plus the data source's
+      // `workspace` — name the unit `<organization>/<workspace>`, its default workspace.
+      if (typeof c.hostname !== 'string' || c.hostname.length > MAX_ADDRESS_LENGTH)
+        return undefined;
+      if (!isOneOf(`https://${c.hostname}`, self.bases)) return undefined;
+      const ws = c.workspaces as Record<string, unknown> | undefined;
+      if (typeof c.organization !== 'string') return undefined;
+      const name =
+        typeof ws?.name === 'string'
+          ? ws.name
+          : typeof ws?.prefix === 'string'
+            ? `${ws.prefix}${source.workspace ?? DEFAULT_WORKSPACE}`
+            : undefined;
+      if (name === undefined) return undefined;
+      return { unit: unitOfWorkspace(c.organization, name), workspace: DEFAULT_WORKSPACE };
     }
   } catch {
     return undefined; // a name that is not a valid unit here is not ours

@@ -5,7 +5,8 @@ import { DigestKeys, ValueDigest } from './output-digests';
  * Finds `terraform_remote_state` data sources in the elements of a state's `resources` array
  * while they stream by, keeping only what the dependency graph needs: the data source's name,
  * backend and workspace, the few config keys that address a backend (`address`; `bucket`,
- * `key`, `endpoint`, `endpoints.s3`, `workspace_key_prefix`), and a v2 digest of each output it
+ * `key`, `endpoint`, `endpoints.s3`, `workspace_key_prefix`; `hostname`, `organization`,
+ * `workspaces.name`, `workspaces.prefix`), and a v2 digest of each output it
  * read — never the config's other values (credentials) nor the outputs themselves. Memory is
  * bounded whatever the state's shape: nothing is buffered but those small values, each capped,
  * under one budget for the whole state.
@@ -72,6 +73,7 @@ const R_ENDPOINTS = 7;
 const R_OUTPUTS_WRAP = 8;
 const R_OUTPUTS = 9;
 const R_DIGEST = 10; // a container inside a digested output value
+const R_WORKSPACES = 11; // `workspaces` of a `remote` backend's config
 // Roles of scalars.
 const V_MODE = 20;
 const V_TYPE = 21;
@@ -84,6 +86,7 @@ const V_ENDPOINT_S3 = 27;
 const V_OUTPUT = 28;
 const V_OUTPUT_NAME = 29; // a key of R_OUTPUTS
 const V_KEY = 30; // a key being matched
+const V_WORKSPACES_FIELD = 31; // `workspaces.name` / `workspaces.prefix`
 
 const MEMBER_ROLES: Record<number, Record<string, number>> = {
   [R_RESOURCE]: { mode: V_MODE, type: V_TYPE, name: V_NAME, instances: R_INSTANCES },
@@ -102,9 +105,13 @@ const MEMBER_ROLES: Record<number, Record<string, number>> = {
     key: V_CONFIG,
     endpoint: V_CONFIG,
     workspace_key_prefix: V_CONFIG,
+    hostname: V_CONFIG,
+    organization: V_CONFIG,
     endpoints: R_ENDPOINTS,
+    workspaces: R_WORKSPACES,
   },
   [R_ENDPOINTS]: { s3: V_ENDPOINT_S3 },
+  [R_WORKSPACES]: { name: V_WORKSPACES_FIELD, prefix: V_WORKSPACES_FIELD },
 };
 const OBJECT_ROLES = new Set([
   R_RESOURCE,
@@ -113,6 +120,7 @@ const OBJECT_ROLES = new Set([
   R_CONFIG_WRAP,
   R_CONFIG,
   R_ENDPOINTS,
+  R_WORKSPACES,
   R_OUTPUTS_WRAP,
   R_OUTPUTS,
 ]);
@@ -507,6 +515,7 @@ export class RemoteStateScanner {
       case V_WORKSPACE:
       case V_CONFIG:
       case V_ENDPOINT_S3:
+      case V_WORKSPACES_FIELD:
         this.beginCapture(role, MAX_REMOTE_VALUE_BYTES, true);
         return true;
       default:
@@ -617,6 +626,13 @@ export class RemoteStateScanner {
       case V_ENDPOINT_S3:
         if (this.inst) this.inst.config.endpoints = { s3: text };
         return;
+      case V_WORKSPACES_FIELD:
+        if (this.inst) {
+          const workspaces = (this.inst.config.workspaces ?? {}) as Record<string, unknown>;
+          setMember(workspaces, this.lastKey, text);
+          this.inst.config.workspaces = workspaces;
+        }
+        return;
       default:
         return;
     }
@@ -640,6 +656,7 @@ export class RemoteStateScanner {
       case V_WORKSPACE:
       case V_CONFIG:
       case V_ENDPOINT_S3:
+      case V_WORKSPACES_FIELD:
         // Longer than any address of this server: the source cannot be a state here.
         if (this.inst) this.inst.unresolvable = true;
         return;

@@ -4,43 +4,18 @@
  * the unit's id and the version number, so every id is stable and holds no `/`.
  */
 import { DomainError } from '../common/errors';
-import { unitNameProblem } from '../common/names';
 
-const NAME = /^[A-Za-z0-9_-][A-Za-z0-9._-]*$/;
-export const MAX_ORGANIZATION_LENGTH = 64;
-export const MAX_WORKSPACE_NAME_LENGTH = 90;
+export {
+  assertOrganization,
+  MAX_ORGANIZATION_LENGTH,
+  MAX_WORKSPACE_NAME_LENGTH,
+  unitOfWorkspace,
+} from '../common/tfe-workspace-names';
+
 const UUID = '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}';
 const WORKSPACE_ID = new RegExp(`^ws-(${UUID})$`);
 const VERSION_ID = new RegExp(`^sv-(${UUID})-(\\d{1,9})$`);
 const UPLOAD_ID = /^svu-[0-9a-f]{32}$/;
-
-function nameProblem(kind: string, name: string, max: number): string | undefined {
-  if (name.length === 0) return `${kind} name is empty`;
-  if (name.length > max) return `${kind} name is longer than ${max} characters`;
-  if (!NAME.test(name) || name === '.' || name === '..') {
-    return `${kind} name may only contain letters, digits, "-", "_" and "." (not first)`;
-  }
-  return undefined;
-}
-
-export function assertOrganization(name: string): string {
-  const problem = nameProblem('organization', name, MAX_ORGANIZATION_LENGTH);
-  if (problem)
-    throw new DomainError('invalid_name', `${JSON.stringify(name.slice(0, 100))}: ${problem}`);
-  return name;
-}
-
-/** The unit a workspace of an organization is; `invalid_name` (422) for names it cannot be. */
-export function unitOfWorkspace(organization: string, workspace: string): string {
-  assertOrganization(organization);
-  const problem =
-    nameProblem('workspace', workspace, MAX_WORKSPACE_NAME_LENGTH) ??
-    unitNameProblem(`${organization}/${workspace}`);
-  if (problem) {
-    throw new DomainError('invalid_name', `${JSON.stringify(workspace.slice(0, 100))}: ${problem}`);
-  }
-  return `${organization}/${workspace}`;
-}
 
 /** Organization and workspace of a unit this door serves, or undefined (one or 3+ segments). */
 export function workspaceOfUnit(unit: string): { organization: string; name: string } | undefined {

@@ -338,6 +338,60 @@ output "from_network" {
     expect(out.stdout).toBe('three');
   });
 
+  it('a consumer kept through cloud {} that reads a workspace with backend "remote": a discovered graph edge', async () => {
+    const name = `reads-${workspace}`;
+    const consumer = workDir(
+      'graph-consumer',
+      `terraform {
+  cloud {
+    hostname     = "${host}"
+    organization = "acme"
+    workspaces {
+      name = "${name}"
+    }
+  }
+}
+
+data "terraform_remote_state" "net" {
+  backend = "remote"
+  config = {
+    hostname     = "${host}"
+    organization = "acme"
+    workspaces = {
+      name = "${workspace}"
+    }
+  }
+}
+
+output "from_network" {
+  value = data.terraform_remote_state.net.outputs.label
+}
+`,
+    );
+    await tfOk(consumer, ['init', '-input=false', '-no-color']);
+    await tfOk(consumer, ['apply', '-auto-approve', '-input=false', '-no-color']);
+    const g = await api('/v1/graph?prefix=acme%2F');
+    expect(g.status).toBe(200);
+    const edges = (
+      g.json() as {
+        edges: {
+          producer: { unit: string };
+          consumer: { unit: string };
+          source: string;
+          name: string;
+        }[];
+      }
+    ).edges.filter((e) => e.consumer.unit === `acme/${name}`);
+    expect(edges).toEqual([
+      expect.objectContaining({
+        producer: { unit: unit, workspace: 'default' },
+        consumer: { unit: `acme/${name}`, workspace: 'default' },
+        source: 'discovered',
+        name: 'net',
+      }),
+    ]);
+  });
+
   it('workspaces { tags }: workspace new, list, select and delete through the tag strategy', async () => {
     const tag = `app-${randomUUID().slice(0, 6)}`;
     const dir = workDir('tagged', CONFIG(host, `tags = ["${tag}"]`));

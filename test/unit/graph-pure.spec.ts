@@ -80,6 +80,45 @@ describe('recognising this server in terraform_remote_state configs', () => {
     ).toBeUndefined();
   });
 
+  it('maps a remote backend (the TFE door) at this host: workspaces.name, or prefix + workspace', () => {
+    const self: SelfAddresses = { ...SELF, bases: ['https://statehouse.example.com:8443'] };
+    const source = {
+      name: 'net',
+      backend: 'remote',
+      workspace: null,
+      outputs: {},
+      config: {
+        hostname: 'statehouse.example.com:8443',
+        organization: 'acme',
+        workspaces: { name: 'network' },
+      },
+    };
+    expect(resolveRemoteState(source, self)).toEqual({
+      unit: 'acme/network',
+      workspace: 'default',
+    });
+    expect(
+      resolveRemoteState(
+        {
+          ...source,
+          workspace: 'prod',
+          config: { ...source.config, workspaces: { prefix: 'app-' } },
+        },
+        self,
+      ),
+    ).toEqual({ unit: 'acme/app-prod', workspace: 'default' });
+    // Another host, Terraform's default host (no hostname), names the TFE door cannot serve.
+    for (const config of [
+      { ...source.config, hostname: 'app.terraform.io' },
+      { organization: 'acme', workspaces: { name: 'network' } },
+      { ...source.config, workspaces: { name: 'a/b' } },
+      { ...source.config, organization: '../x' },
+      { ...source.config, workspaces: {} },
+    ]) {
+      expect(resolveRemoteState({ ...source, config }, self)).toBeUndefined();
+    }
+  });
+
   it('honours the workspace of the data source and the workspace key prefix', () => {
     expect(resolveRemoteState({ ...sources.network, workspace: 'dev' }, SELF)).toEqual({
       unit: 'platform/network',

@@ -44,13 +44,14 @@ const stateWith = (resources: string[]): string =>
 
 const remote = (opts: {
   name?: string;
+  backend?: string;
   instances?: string[];
   config?: string;
   outputs?: string;
   typeLast?: boolean;
 }): string => {
   const inst = opts.instances ?? [
-    `{"schema_version":0,"attributes":{"backend":"http","config":{"value":${opts.config ?? '{"address":"http://h/v1/backend/a","password":"pw"}'},"type":["object",{}]},"defaults":null,"outputs":{"value":${opts.outputs ?? '{"a":1}'},"type":["object",{}]},"workspace":null}}`,
+    `{"schema_version":0,"attributes":{"backend":"${opts.backend ?? 'http'}","config":{"value":${opts.config ?? '{"address":"http://h/v1/backend/a","password":"pw"}'},"type":["object",{}]},"defaults":null,"outputs":{"value":${opts.outputs ?? '{"a":1}'},"type":["object",{}]},"workspace":null}}`,
   ];
   const head = `"mode":"data","type":"terraform_remote_state","name":${JSON.stringify(opts.name ?? 'n')}`;
   const body = `"provider":"p","instances":[${inst.join(',')}]`;
@@ -127,6 +128,25 @@ describe('remote-state data sources: what is kept', () => {
       workspace_key_prefix: 'env:',
     });
     expect(Object.keys(s.outputs)).toEqual(['db']);
+    expect(JSON.stringify(s)).not.toMatch(/SECRET/);
+  });
+
+  it('keeps a remote backend’s hostname, organization and workspaces name or prefix — not its token', () => {
+    const [s] = sources(
+      stateWith([
+        remote({
+          backend: 'remote',
+          config:
+            '{"hostname":"statehouse.example.com","organization":"acme","token":"SECRET-TOKEN","workspaces":{"name":"network","prefix":null,"other":"x"}}',
+        }),
+      ]),
+    );
+    expect(s.backend).toBe('remote');
+    expect(s.config).toEqual({
+      hostname: 'statehouse.example.com',
+      organization: 'acme',
+      workspaces: { name: 'network' },
+    });
     expect(JSON.stringify(s)).not.toMatch(/SECRET/);
   });
 
