@@ -292,4 +292,58 @@ describe('the TFE door (API level)', () => {
     const download = await downloadCurrent('other', id);
     expect(Buffer.from(await download.arrayBuffer()).equals(sealed)).toBe(true);
   });
+  it('OpenTofu’s calls: its version string kept as given, key-only tags through relationships/tags, no tag-bindings', async () => {
+    const made = await tfe('other', 'POST', '/api/v2/organizations/acme/workspaces', {
+      data: { type: 'workspaces', attributes: { name: 'tofu-ws', 'terraform-version': '1.10.6' } },
+    });
+    expect(made.status).toBe(201);
+    const id = (made.json.data as { id: string }).id;
+    const patched = await tfe('other', 'PATCH', `/api/v2/workspaces/${id}`, {
+      data: { type: 'workspaces', attributes: { 'terraform-version': '1.10.7-rc1' } },
+    });
+    expect(patched.status).toBe(200);
+    const tagged = await tfe('other', 'POST', `/api/v2/workspaces/${id}/relationships/tags`, {
+      data: [{ type: 'tags', attributes: { name: 'tofu' } }],
+    });
+    expect(tagged.status).toBe(204);
+    const shown = await tfe('other', 'GET', '/api/v2/organizations/acme/workspaces/tofu-ws');
+    expect((shown.json.data as { attributes: Record<string, unknown> }).attributes).toMatchObject({
+      'terraform-version': '1.10.7-rc1',
+      'tag-names': ['tofu'],
+      'execution-mode': 'local',
+    });
+    const bySet = await tfe(
+      'other',
+      'GET',
+      '/api/v2/organizations/acme/workspaces?search%5Btags%5D=tofu',
+    );
+    expect((bySet.json.data as { id: string }[]).map((w) => w.id)).toEqual([id]);
+    const bindings = await tfe('other', 'GET', `/api/v2/workspaces/${id}/tag-bindings`);
+    expect(bindings.status).toBe(404);
+    expect(Array.isArray(bindings.json.errors)).toBe(true);
+  });
+
+  it('the older tfe provider’s outputs path: state-versions/:id/outputs, sensitive values by id', async () => {
+    const current = await tfe(
+      'sensitive',
+      'GET',
+      `/api/v2/workspaces/${wsId}/current-state-version`,
+    );
+    expect(current.status).toBe(200);
+    const svId = (current.json.data as { id: string }).id;
+    const list = await tfe('sensitive', 'GET', `/api/v2/state-versions/${svId}/outputs`);
+    expect(list.status).toBe(200);
+    const items = list.json.data as {
+      id: string;
+      attributes: { name: string; value: unknown; sensitive: boolean };
+    }[];
+    const pw = items.find((o) => o.attributes.name === 'password');
+    expect(pw?.attributes).toMatchObject({ sensitive: true, value: null });
+    const one = await tfe('sensitive', 'GET', `/api/v2/state-version-outputs/${pw?.id}`);
+    expect((one.json.data as { attributes: { value: unknown } }).attributes.value).toBe('pw-one');
+    const plain = await tfe('outputs', 'GET', `/api/v2/state-versions/${svId}/outputs`);
+    expect(
+      (plain.json.data as { attributes: { name: string } }[]).map((o) => o.attributes.name).sort(),
+    ).toEqual(['label', 'shape']);
+  });
 });
