@@ -428,7 +428,7 @@ output "from_network" {
     expect(gone.status).toBe(404);
   });
 
-  it('an outputs-only consumer reads the outputs through terraform_remote_state, sensitive ones left out', async () => {
+  it('an outputs-only caller reads the outputs through terraform_remote_state and terraform output, sensitive ones left out', async () => {
     const json = (method: string, path: string, body: unknown, bearer = server.token) =>
       tlsFetch(base, ca, path, {
         method,
@@ -486,6 +486,15 @@ output "names" {
       (await tfOk(consumer, ['output', '-json', 'names'], env)).stdout,
     ) as string[];
     expect(names).toEqual(['label', 'shape']);
+    // `terraform output` in the producer's own directory, as the outputs-only caller: the plain
+    // outputs, the sensitive one left out of the list (so the command does not fail on it).
+    expect((await tfOk(work, ['output', '-raw', 'label'], env)).stdout).toBe('three');
+    const all = JSON.parse((await tfOk(work, ['output', '-json'], env)).stdout) as Record<
+      string,
+      unknown
+    >;
+    expect(Object.keys(all).sort()).toEqual(['label', 'shape']);
+    expect((await terraform(work, ['output', '-raw', 'secret'], env)).code).not.toBe(0);
   });
 
   it('cloud { workspaces { project } }: init makes the project, then the workspace in it; apply writes there', async () => {
