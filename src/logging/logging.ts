@@ -4,9 +4,12 @@ import type { AppConfig } from '../config/config';
 import { errorForLog } from '../common/error-log';
 import { requestLineOf } from '../common/request-context';
 
-/** Query parameters whose values are credentials (presigned S3 URLs, tokens). */
+/**
+ * Query parameters whose values are credentials: presigned S3 URLs, tokens, the TFE door's
+ * upload capability, and `terraform login`'s codes and the state that names a sign-in.
+ */
 const SECRET_PARAMS =
-  /^(x-amz-signature|x-amz-credential|x-amz-security-token|signature|token|access_token|refresh_token|password|id_token|code)$/i;
+  /^(x-amz-signature|x-amz-credential|x-amz-security-token|signature|token|access_token|refresh_token|password|id_token|code|capability|state)$/i;
 
 /** The URL as it may be logged: secret query values replaced by `[redacted]`. */
 export function redactUrl(url: string | undefined): string | undefined {

@@ -279,6 +279,21 @@ describe('terraform login (login.v1) with an OpenID provider', () => {
     expect(back.searchParams.get('code')).toBeNull();
   });
 
+  it('no code, state or token of a login reaches the server’s log', async () => {
+    const start = loginRequest(base);
+    const back = await signIn('grace', start);
+    const code = back.searchParams.get('code') as string;
+    const r = await redeem(code, start.verifier);
+    expect(r.status).toBe(200);
+    const log = server.output();
+    expect(log).toContain('/oauth/terraform/callback');
+    expect(log).not.toContain(code);
+    expect(log).not.toContain(r.json.access_token as string);
+    for (const m of log.matchAll(/[?&](code|state)=([^&"\s]+)/g)) {
+      expect(m[2]).toBe('[redacted]');
+    }
+  });
+
   it('a callback for no sign-in of this server is refused', async () => {
     for (const query of ['state=' + 'A'.repeat(43) + '&code=abc', 'code=abc', 'state=%00']) {
       const res = await fetch(`${base}/oauth/terraform/callback?${query}`, { redirect: 'manual' });

@@ -189,6 +189,12 @@ describe('the TFE door (API level)', () => {
     expect(json).toBe(200);
   });
 
+  it('the upload capability never reaches the server’s log', () => {
+    const log = server.output();
+    expect(log).toContain('/upload?capability=[redacted]');
+    expect(log).not.toMatch(/capability=(?!\[redacted\])/);
+  });
+
   it('an older serial is refused at the create, before any upload', async () => {
     const older = await announce('writer', 0, stateBody(0, lineage, 'zero'));
     expect(older.status).toBe(409);

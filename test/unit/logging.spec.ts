@@ -33,6 +33,13 @@ describe('redactUrl', () => {
     },
   );
 
+  it.each(['capability', 'code', 'state'])(
+    'redacts %s (the TFE upload capability, terraform login’s code and sign-in state)',
+    (name) => {
+      expect(redactUrl(`/api/v2/x?${name}=s3cr3t&id=1`)).toBe(`/api/v2/x?${name}=[redacted]&id=1`);
+    },
+  );
+
   it.each(['X%2DAmz%2DSignature', 'x%2damz%2dsecurity%2dtoken', '%58-Amz-Credential'])(
     'redacts the percent-encoded name %s, keeping the name as sent',
     (name) => {
@@ -46,7 +53,7 @@ describe('redactUrl', () => {
 
   it('redacts token-like parameters of the login endpoints', () => {
     expect(redactUrl('/v1/auth/callback?code=authcode&state=xyz&access_token=tok')).toBe(
-      '/v1/auth/callback?code=[redacted]&state=xyz&access_token=[redacted]',
+      '/v1/auth/callback?code=[redacted]&state=[redacted]&access_token=[redacted]',
     );
   });
 
