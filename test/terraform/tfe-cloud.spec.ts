@@ -292,7 +292,7 @@ describe('real terraform through the cloud {} block (TFE door)', () => {
     expect((await versions()).length).toBe(before);
   });
 
-  it('backend "remote" with a prefix and terraform_remote_state read the same state', async () => {
+  it('backend "remote" with a prefix and with a name, and terraform_remote_state, read the same state', async () => {
     const prefix = workspace.slice(0, workspace.indexOf('-') + 1);
     const remote = workDir(
       'remote',
@@ -313,6 +313,26 @@ describe('real terraform through the cloud {} block (TFE door)', () => {
       outputs: Record<string, { value: unknown }>;
     };
     expect(pulled.outputs.label.value).toBe('three');
+    // The same workspace by name.
+    const byName = workDir(
+      'remote-by-name',
+      `terraform {
+  backend "remote" {
+    hostname     = "${host}"
+    organization = "acme"
+    workspaces {
+      name = "${workspace}"
+    }
+  }
+}
+`,
+    );
+    await tfOk(byName, ['init', '-input=false', '-no-color']);
+    const named = JSON.parse((await tfOk(byName, ['state', 'pull'])).stdout) as {
+      serial: number;
+      outputs: Record<string, { value: unknown }>;
+    };
+    expect(named.outputs.label.value).toBe('three');
 
     const consumer = workDir(
       'consumer',
