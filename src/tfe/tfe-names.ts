@@ -54,6 +54,18 @@ export function assertTagName(tag: unknown): string {
   return tag;
 }
 
+/** At most this many key-only tags on one workspace. */
+export const MAX_TAGS = 100;
+
+/** A workspace's tags: each checked, without repeats, sorted; at most {@link MAX_TAGS}. */
+export function tagSet(tags: readonly unknown[]): string[] {
+  const set = [...new Set(tags.map(assertTagName))].sort();
+  if (set.length > MAX_TAGS) {
+    throw new DomainError('invalid_request', `a workspace has at most ${MAX_TAGS} tags`);
+  }
+  return set;
+}
+
 const OUTPUT_ID = new RegExp(`^wsout-(${UUID})-(\\d{1,9})-((?:[0-9a-f]{2}){1,256})$`);
 
 /** A state version output's id: the version's, and the output's name (hex). */

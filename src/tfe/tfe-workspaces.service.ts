@@ -16,6 +16,8 @@ import { UnitsService } from '../state/units.service';
 import {
   assertOrganization,
   assertTagName,
+  MAX_TAGS,
+  tagSet,
   unitIdOfWorkspaceId,
   unitOfWorkspace,
   workspaceOfUnit,
@@ -193,11 +195,9 @@ export class TfeWorkspacesService {
 
   /** Adds key-only tags (`POST workspaces/:id/relationships/tags`); needs `unit.write`. */
   async addTags(principal: Principal, ws: TfeWorkspace, tags: unknown[]): Promise<void> {
-    const names = tags.map(assertTagName);
+    const names = tagSet(tags);
     await this.authz.authorize(principal, 'unit.write', ws.addr);
-    const merged = [...new Set([...(ws.attrs?.tag_names ?? []), ...names])].sort();
-    if (merged.length > 100)
-      throw new DomainError('invalid_request', 'a workspace has at most 100 tags');
+    const merged = tagSet([...(ws.attrs?.tag_names ?? []), ...names]);
     await this.repo.updateAttributes(ws.unit.id, { tagNames: merged });
     this.audited(principal, ws.unit.name, { tagNames: merged });
   }
@@ -251,9 +251,7 @@ export class TfeWorkspacesService {
       );
     }
     return {
-      ...(input.tagNames
-        ? { tagNames: [...new Set(input.tagNames.map(assertTagName))].sort() }
-        : {}),
+      ...(input.tagNames ? { tagNames: tagSet(input.tagNames) } : {}),
       ...(version !== undefined ? { terraformVersion: version } : {}),
     };
   }
@@ -283,6 +281,9 @@ export class TfeWorkspacesService {
     filter: { name?: string; tags?: string[]; projectId?: string },
   ): Promise<UnitRow[]> {
     assertOrganization(organization);
+    // No workspace holds more than MAX_TAGS tags; each unit's check is then at most that long.
+    const wanted = filter.tags === undefined ? undefined : [...new Set(filter.tags)];
+    if (wanted && wanted.length > MAX_TAGS) return [];
     const prefix = `${organization}/`;
     const out: UnitRow[] = [];
     let after: string | undefined;
@@ -298,7 +299,7 @@ export class TfeWorkspacesService {
       const attrs = await this.repo.attributesOf(candidates.map((r) => r.id));
       for (const row of candidates) {
         const a = attrs.get(row.id);
-        if (filter.tags && !filter.tags.every((t) => a?.tag_names.includes(t))) continue;
+        if (wanted && !hasAll(a?.tag_names ?? [], wanted)) continue;
         if (filter.projectId !== undefined && a?.project_id !== filter.projectId) continue;
         if (!(await this.access.canSeeUnit(principal, row))) continue;
         out.push(row);
@@ -453,4 +454,11 @@ export interface WorkspaceInput {
   executionMode?: string;
   tagNames?: string[];
   projectId?: string;
+}
+
+/** Whether `held` (a workspace's tags, at most MAX_TAGS) includes every one of `wanted`. */
+function hasAll(held: readonly string[], wanted: readonly string[]): boolean {
+  if (wanted.length > held.length) return false;
+  const set = new Set(held);
+  return wanted.every((t) => set.has(t));
 }

@@ -329,6 +329,48 @@ describe('the TFE door (API level)', () => {
     expect(Array.isArray(bindings.json.errors)).toBe(true);
   });
 
+  it('a workspace holds at most 100 tags, however they are sent; a refused create makes nothing', async () => {
+    const many = Array.from({ length: 101 }, (_, i) => `t${i}`);
+    const create = await tfe('other', 'POST', '/api/v2/organizations/acme/workspaces', {
+      data: { type: 'workspaces', attributes: { name: 'many-tags', 'tag-names': many } },
+    });
+    expect(create.status).toBe(400);
+    expect(JSON.stringify(create.json.errors)).toMatch(/at most 100 tags/);
+    const missing = await tfe('other', 'GET', '/api/v2/organizations/acme/workspaces/many-tags');
+    expect(missing.status).toBe(404);
+    const made = await tfe('other', 'POST', '/api/v2/organizations/acme/workspaces', {
+      data: {
+        type: 'workspaces',
+        attributes: { name: 'many-tags', 'tag-names': many.slice(0, 100) },
+      },
+    });
+    expect(made.status).toBe(201);
+    const id = (made.json.data as { id: string }).id;
+    const patch = await tfe('other', 'PATCH', `/api/v2/workspaces/${id}`, {
+      data: { type: 'workspaces', attributes: { 'tag-names': [...many, ...many] } },
+    });
+    expect(patch.status).toBe(400);
+    const more = await tfe('other', 'POST', `/api/v2/workspaces/${id}/relationships/tags`, {
+      data: [{ type: 'tags', attributes: { name: 'one-more' } }],
+    });
+    expect(more.status).toBe(400);
+    const kept = await tfe('other', 'GET', '/api/v2/organizations/acme/workspaces/many-tags');
+    expect(
+      (kept.json.data as { attributes: { 'tag-names': string[] } }).attributes['tag-names'],
+    ).toHaveLength(100);
+    // A search naming every tag once finds it; naming them over and over is the same search.
+    const query = (tags: string[]): string =>
+      `/api/v2/organizations/acme/workspaces?search%5Btags%5D=${encodeURIComponent(tags.join(','))}`;
+    const all = many.slice(0, 100);
+    for (const tags of [all, [...all, ...all, ...all, ...all, ...all]]) {
+      const found = await tfe('other', 'GET', query(tags));
+      expect((found.json.data as { id: string }[]).map((w) => w.id)).toEqual([id]);
+    }
+    const tooMany = await tfe('other', 'GET', query(many));
+    expect(tooMany.status).toBe(200);
+    expect(tooMany.json.data).toEqual([]);
+  });
+
   it('the older tfe provider’s outputs path: state-versions/:id/outputs, sensitive values by id', async () => {
     const current = await tfe(
       'sensitive',
