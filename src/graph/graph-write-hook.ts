@@ -14,10 +14,10 @@ import { resolveRemoteState, SelfAddresses } from './remote-config';
 
 /**
  * What a consumer's write will do to its edges (computed before the transaction): its
- * discovered edges (kept as they are for an encrypted state), and the producers of its declared
- * edges whose sensitive outputs the writer may read.
+ * discovered edges (kept as they are for an encrypted state), whether it had declared edges,
+ * and the producers of those whose sensitive outputs the writer may read.
  */
-type Prepared = { sensitiveReadable: NodeRef[] } & (
+type Prepared = { declared: boolean; sensitiveReadable: NodeRef[] } & (
   { kind: 'keep' } | { kind: 'replace'; edges: DiscoveredEdge[]; refused: number }
 );
 
@@ -80,10 +80,12 @@ export class GraphWriteHook implements StateWriteHook, OnModuleInit {
     const consumer = { unit: ctx.unit, workspace: ctx.workspace };
     const rights = producerRights(this.authz, ctx.principal);
     const sensitiveReadable: NodeRef[] = [];
-    for (const p of await this.repo.declaredProducers(consumer)) {
+    const declaredProducers = await this.repo.declaredProducers(consumer);
+    for (const p of declaredProducers) {
       if (await rights.sensitive(p)) sensitiveReadable.push(p);
     }
-    if (ctx.inspected.kind !== 'terraform') return { kind: 'keep', sensitiveReadable }; // encrypted
+    const declared = declaredProducers.length > 0;
+    if (ctx.inspected.kind !== 'terraform') return { kind: 'keep', declared, sensitiveReadable }; // encrypted
     const sources = new Map<
       string,
       { producer: NodeRef; names: Set<string>; list: RemoteStateSource[] }
@@ -129,17 +131,23 @@ export class GraphWriteHook implements StateWriteHook, OnModuleInit {
         });
       }
     }
-    return { kind: 'replace', edges, refused, sensitiveReadable };
+    return { kind: 'replace', edges, refused, declared, sensitiveReadable };
   }
 
-  /** Inside the write's transaction, after the new version became current. */
+  /**
+   * Inside the write's transaction, after the new version became current. A consumer that had
+   * no declared edges when the write was prepared skips their update (on the embedded database
+   * the costliest statement of a write): an edge declared meanwhile was recorded against the
+   * producer's current version as it was made, which is what this write would have recorded
+   * had it come first.
+   */
   async apply(m: EntityManager, ctx: WriteContext, prepared: unknown): Promise<void> {
     const p = prepared as Prepared;
     await this.repo.recordConsumerWrite(
       m,
       { unit: ctx.unit, workspace: ctx.workspace },
       p.kind === 'replace' ? p.edges : undefined,
-      p.sensitiveReadable,
+      p.declared ? p.sensitiveReadable : undefined,
       ctx.principal.subject,
     );
   }

@@ -75,7 +75,8 @@ export class GraphRepository {
    * creation time), and refreshes what its declared edges recorded to its producers' current
    * outputs: a consumer that was just applied has read them. A declared edge compares the
    * producer's sensitive outputs only when the writer may read them (`sensitiveReadable`; an
-   * edge declared since the writer's rights were looked at is judged without them).
+   * edge declared since the writer's rights were looked at is judged without them);
+   * `undefined` when the consumer had no declared edges (nothing to refresh).
    *
    * Cost: a few index lookups per edge written, whatever the producers' history (the
    * producer version read is found by its output-set digest, not by comparing versions).
@@ -84,10 +85,11 @@ export class GraphRepository {
     m: EntityManager,
     consumer: NodeRef,
     edges: DiscoveredEdge[] | undefined,
-    sensitiveReadable: NodeRef[],
+    sensitiveReadable: NodeRef[] | undefined,
     subject: string,
   ): Promise<void> {
     if (edges !== undefined) await this.replaceDiscovered(m, consumer, edges, subject);
+    if (sensitiveReadable === undefined) return; // no declared edges to bring up to date
     // Joins the state module's tables (read only): the declared edges take their producers'
     // current versions in the same statement (see the class comment).
     await m.query(
