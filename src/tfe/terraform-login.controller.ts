@@ -1,8 +1,21 @@
-import { Controller, Get, Inject, Post, Req, Res, UseGuards } from '@nestjs/common';
+import {
+  ArgumentsHost,
+  Catch,
+  Controller,
+  ExceptionFilter,
+  Get,
+  Inject,
+  Post,
+  Req,
+  Res,
+  UseFilters,
+  UseGuards,
+} from '@nestjs/common';
 import { ApiExcludeController } from '@nestjs/swagger';
 import { ThrottlerGuard } from '@nestjs/throttler';
 import type { Request, Response } from 'express';
 import { APP_CONFIG, AppConfig } from '../config/config';
+import { describeError } from '../common/api-exception.filter';
 import { RawBody } from '../common/body-parsing';
 import { DomainError } from '../common/errors';
 import { readSmallBody } from '../common/raw-body';
@@ -54,6 +67,31 @@ function page(res: Response, e: LoginPageError): void {
 }
 
 /**
+ * What reaches no handler's own refusal — the sign-in rate limit (its guard runs before the
+ * handler), text the database cannot store, an outage — in the same forms: a page in the
+ * browser, OAuth 2.0 JSON at the token endpoint.
+ */
+@Catch()
+class TerraformLoginExceptionFilter implements ExceptionFilter {
+  catch(exception: unknown, host: ArgumentsHost): void {
+    const req = host.switchToHttp().getRequest<Request>();
+    const res = host.switchToHttp().getResponse<Response>();
+    const { status, body } = describeError(exception);
+    if (req.path !== LOGIN_PATHS.token) return page(res, new LoginPageError(status, body.message));
+    const error =
+      status === 429 || status === 503
+        ? 'temporarily_unavailable'
+        : status >= 500
+          ? 'server_error'
+          : 'invalid_request';
+    res
+      .status(status)
+      .set('Cache-Control', 'no-store')
+      .json({ error, error_description: body.message });
+  }
+}
+
+/**
  * `terraform login` (login.v1, advertised in `/.well-known/terraform.json` when an OpenID
  * provider is configured): the browser steps (`authorize`, `callback`) answer redirects or a
  * page saying what went wrong; the token endpoint answers OAuth 2.0 JSON. Public: each step
@@ -63,6 +101,7 @@ function page(res: Response, e: LoginPageError): void {
 @ApiExcludeController()
 @Public()
 @UseGuards(ThrottlerGuard)
+@UseFilters(TerraformLoginExceptionFilter)
 @Controller()
 export class TerraformLoginController {
   constructor(

@@ -4,7 +4,11 @@ import { sqlRows } from '../database/sql';
 
 export type LoginStage = 'authorize' | 'code';
 
-/** At most this many logins in flight at once (unauthenticated callers make them). */
+/**
+ * At most this many logins in flight at once at each stage: unauthenticated callers start them,
+ * but only a person back from the provider makes a code, so one stage filling up does not stop
+ * the other (a sign-in the provider has answered finishes however many others wait).
+ */
 export const MAX_LOGINS_IN_FLIGHT = 10_000;
 
 /** The `terraform_logins` rows: logins in flight, each used once. */
@@ -13,8 +17,8 @@ export class TerraformLoginRepository {
   constructor(private readonly db: DataSource) {}
 
   /**
-   * Adds a login in flight, unless `MAX_LOGINS_IN_FLIGHT` unexpired ones already exist (false);
-   * expired rows are dropped on the way.
+   * Adds a login in flight, unless `MAX_LOGINS_IN_FLIGHT` unexpired ones of its stage already
+   * exist (false); expired rows are dropped on the way.
    */
   async add(
     keySha256: string,
@@ -28,7 +32,7 @@ export class TerraformLoginRepository {
         m,
         `INSERT INTO terraform_logins (key_sha256, stage, data, expires_at)
          SELECT $1, $2, $3::jsonb, now() + make_interval(secs => $4)
-         WHERE (SELECT count(*) FROM terraform_logins) < $5
+         WHERE (SELECT count(*) FROM terraform_logins WHERE stage = $2) < $5
          RETURNING key_sha256`,
         [keySha256, stage, JSON.stringify(data), ttlSeconds, MAX_LOGINS_IN_FLIGHT],
       );

@@ -2,9 +2,10 @@
  * The logins `terraform login` keeps in flight (terraform_logins), on a real database (embedded
  * PGlite, or PostgreSQL under scripts/with-postgres.sh): each is taken out once, by one of any
  * number of callers at once; an expired one is taken out and reported expired, and the token
- * endpoint refuses its code; expired rows are dropped as new ones arrive.
+ * endpoint refuses its code; expired rows are dropped as new ones arrive; sign-ins nobody
+ * finishes, however many, do not keep a person the provider has answered from their code.
  */
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -12,8 +13,15 @@ import { loadConfig } from '../../src/config/config';
 import { sha256Hex } from '../../src/auth/tokens/token.service';
 import type { OidcService } from '../../src/auth/oidc/oidc.service';
 import type { ApiTokenService } from '../../src/auth/tokens/api-token.service';
-import { TerraformLoginRepository } from '../../src/tfe/terraform-login.repository';
-import { OAuthError, TerraformLoginService } from '../../src/tfe/terraform-login.service';
+import {
+  MAX_LOGINS_IN_FLIGHT,
+  TerraformLoginRepository,
+} from '../../src/tfe/terraform-login.repository';
+import {
+  bindingCookieName,
+  OAuthError,
+  TerraformLoginService,
+} from '../../src/tfe/terraform-login.service';
 import { DATABASE_KIND, onTestDatabase, TestDatabase } from '../support/database';
 
 jest.setTimeout(60_000);
@@ -60,21 +68,24 @@ describe(`terraform logins in flight (${DATABASE_KIND})`, () => {
     expect(left).toEqual([]);
   });
 
-  it('the token endpoint refuses an expired code (invalid_grant), and it stays used', async () => {
-    const config = loadConfig({
-      NODE_ENV: 'test',
-      STATEHOUSE_DATA_DIR: mkdtempSync(join(tmpdir(), 'statehouse-tflogins-')),
-      STATEHOUSE_STORAGE: 'memory',
-      STATEHOUSE_OIDC_ISSUER: 'https://idp.example.test',
-      STATEHOUSE_OIDC_CLIENT_ID: 'statehouse-web',
-    });
-    // Neither is reached: an expired code is refused before the provider or a token is asked.
-    const service = new TerraformLoginService(
-      config,
-      {} as OidcService,
+  /** The service on this database, with the provider (and the token maker) given. */
+  const loginService = (oidc: Partial<OidcService> = {}) =>
+    new TerraformLoginService(
+      loadConfig({
+        NODE_ENV: 'test',
+        STATEHOUSE_DATA_DIR: mkdtempSync(join(tmpdir(), 'statehouse-tflogins-')),
+        STATEHOUSE_STORAGE: 'memory',
+        STATEHOUSE_OIDC_ISSUER: 'https://idp.example.test',
+        STATEHOUSE_OIDC_CLIENT_ID: 'statehouse-web',
+      }),
+      oidc as OidcService,
       {} as ApiTokenService,
       repo,
     );
+
+  it('the token endpoint refuses an expired code (invalid_grant), and it stays used', async () => {
+    // Neither is reached: an expired code is refused before the provider or a token is asked.
+    const service = loginService();
     const code = randomBytes(32).toString('base64url');
     await repo.add(sha256Hex(code), 'code', { redirectUri: 'http://localhost:10000/login' }, 0.05);
     await sleep(100);
@@ -91,5 +102,49 @@ describe(`terraform logins in flight (${DATABASE_KIND})`, () => {
     await expect(service.token(form)).rejects.toEqual(
       new OAuthError(400, 'invalid_grant', 'the code is unknown or was already used'),
     );
+  });
+
+  it('a person back from the provider gets their code though sign-ins nobody finishes fill the table', async () => {
+    await db.dataSource.query('DELETE FROM terraform_logins');
+    const attacker = sha256Hex('attacker');
+    const service = loginService({
+      authorizationUrl: ({ state }) =>
+        Promise.resolve(`https://idp.example.test/auth?state=${state}`),
+      // While the provider is asked, a waiting caller takes the place the sign-in left.
+      redeemCode: async () => {
+        expect(await repo.add(attacker, 'authorize', {}, 600)).toBe(true);
+        return { subject: 'user:ida' };
+      },
+    });
+    const verifier = randomBytes(32).toString('base64url');
+    const started = await service.authorize(
+      new URLSearchParams({
+        client_id: 'terraform',
+        response_type: 'code',
+        redirect_uri: 'http://localhost:10000/login',
+        state: 'tf-state',
+        code_challenge_method: 'S256',
+        code_challenge: createHash('sha256').update(verifier).digest('base64url'),
+      }),
+    );
+    const state = new URL(started.location).searchParams.get('state') as string;
+    await db.dataSource.query(
+      `INSERT INTO terraform_logins (key_sha256, stage, data, expires_at)
+       SELECT lpad(to_hex(g), 64, '0'), 'authorize', '{}', now() + interval '10 minutes'
+       FROM generate_series(1, $1) g`,
+      [MAX_LOGINS_IN_FLIGHT - 1],
+    );
+    expect(await repo.add(sha256Hex('one more'), 'authorize', {}, 600)).toBe(false);
+
+    const back = new URL(
+      await service.callback(
+        new URLSearchParams({ state, code: 'provider-code' }),
+        new Map([[bindingCookieName(state), started.cookie.value]]),
+      ),
+    );
+    expect(back.searchParams.get('code')).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    // Sign-ins not yet at the provider stay bounded.
+    expect(await repo.add(sha256Hex('and another'), 'authorize', {}, 600)).toBe(false);
+    await db.dataSource.query('DELETE FROM terraform_logins');
   });
 });

@@ -294,6 +294,21 @@ describe('terraform login (login.v1) with an OpenID provider', () => {
     }
   });
 
+  it('a refusal from further down (a subject the database cannot store) is a page too', async () => {
+    const browser = new FormBrowser();
+    const callback = await browser.authorize(
+      loginRequest(base).url,
+      'nul\u0000name',
+      `${base}/oauth/terraform/callback`,
+    );
+    const res = await browser.request(callback);
+    expect([res.status, res.headers.get('content-type')]).toEqual([
+      400,
+      'text/html; charset=utf-8',
+    ]);
+    expect(await res.text()).toContain('cannot be stored');
+  });
+
   it('a callback for no sign-in of this server is refused', async () => {
     for (const query of ['state=' + 'A'.repeat(43) + '&code=abc', 'code=abc', 'state=%00']) {
       const res = await fetch(`${base}/oauth/terraform/callback?${query}`, { redirect: 'manual' });
@@ -317,5 +332,30 @@ describe('terraform login without an OpenID provider', () => {
     const token = await tokenRequest(server.url, { grant_type: 'authorization_code' });
     expect(token.status).toBe(400);
     expect(token.json.error).toBe('unsupported_grant_type');
+  });
+});
+
+describe('terraform login over the sign-in rate limit', () => {
+  let server: RunningServer;
+  onFreshServer(
+    (s) => (server = s),
+    () => ({ STATEHOUSE_AUTH_RATE_LIMIT: '1' }),
+  );
+
+  it('is refused in each step’s own form: a page in the browser, OAuth JSON to Terraform', async () => {
+    for (const path of ['authorize', 'callback']) {
+      const url = `${server.url}/oauth/terraform/${path}`;
+      await (await fetch(url)).text();
+      const res = await fetch(url, { redirect: 'manual' });
+      expect([path, res.status, res.headers.get('content-type')]).toEqual([
+        path,
+        429,
+        'text/html; charset=utf-8',
+      ]);
+      expect(await res.text()).toContain('terraform login did not complete');
+    }
+    await tokenRequest(server.url, {});
+    const token = await tokenRequest(server.url, {});
+    expect([token.status, token.json.error]).toEqual([429, 'temporarily_unavailable']);
   });
 });
