@@ -38,6 +38,13 @@ export interface StatementRecord {
 }
 
 const FLUSH_EVERY_MS = 250;
+/** The events logged on their request's line rather than on a line of their own. */
+const ON_THE_REQUEST_LINE: ReadonlySet<SecurityEvent['type']> = new Set([
+  'state.read',
+  'state.write',
+  'lock.acquire',
+  'lock.release',
+]);
 const FLUSH_AT = 200;
 export const MAX_QUEUED = 20_000;
 const BATCH_ROWS = 500;
@@ -303,8 +310,9 @@ export class AuditService implements OnModuleInit, BeforeApplicationShutdown {
   }
 
   private log(event: SecurityEvent): void {
-    // A read is the hot path's event: it goes on the request's own line while that is to come.
-    const line = event.type === 'state.read' ? currentRequestContext()?.line : undefined;
+    // The hot path's events (a read, a write, a lock taken or released: what every plan and
+    // apply sends) go on the request's own line while that is to come; others on their own.
+    const line = ON_THE_REQUEST_LINE.has(event.type) ? currentRequestContext()?.line : undefined;
     if (line && !line.written && line.audit === undefined) line.audit = event;
     else this.logger.log({ msg: `security event ${event.type}`, audit: event });
     for (const observer of this.observers) observer(event);

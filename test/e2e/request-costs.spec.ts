@@ -278,6 +278,48 @@ describe(`what a request costs: statements, token verifications, log lines (${DA
     });
   });
 
+  /** The server's log lines after `from` (its output's length then), once they have settled. */
+  async function linesSince(from: number) {
+    await sleep(300);
+    return server
+      .output()
+      .slice(from)
+      .split('\n')
+      .filter((l) => l.trim() !== '')
+      .map(
+        (l) =>
+          JSON.parse(l) as {
+            msg: string;
+            req?: { id: string };
+            audit?: { type: string; requestId: string };
+          },
+      );
+  }
+
+  it('a LOCK, a write and its UNLOCK through the HTTP backend log one line each, their event on it', async () => {
+    const info = JSON.stringify({ ID: 'costs-lines', Operation: 'OperationTypeApply' });
+    await sleep(300); // the audit batch of earlier requests logs nothing, but let it pass
+    const from = server.output().length;
+    const sent: { id: string; type: string }[] = [];
+    for (const [method, body, type] of [
+      ['LOCK', info, 'lock.acquire'],
+      ['POST', tfState(40, 'lineage-costs', { lines: 1 }), 'state.write'],
+      ['UNLOCK', info, 'lock.release'],
+    ] as const) {
+      const r = await fetch(
+        `${server.url}/v1/backend/${UNIT}${method === 'POST' ? '?ID=costs-lines' : ''}`,
+        { method, body, headers: { Authorization: basic } },
+      );
+      expect([method, r.status]).toEqual([method, 200]);
+      await r.arrayBuffer();
+      sent.push({ id: String(r.headers.get('x-request-id')), type });
+    }
+    const lines = await linesSince(from);
+    expect(lines.map((l) => ({ msg: l.msg, id: l.req?.id, type: l.audit?.type }))).toEqual(
+      sent.map((x) => ({ msg: 'request completed', id: x.id, type: x.type })),
+    );
+  });
+
   // Every use of the bootstrap token is a security event on a line of its own, on purpose
   // (test/e2e/startup.spec.ts): it is the credential of last resort, not Terraform's.
   const logged = Object.entries(reads).filter(([name]) => !name.includes('bootstrap'));
@@ -292,20 +334,7 @@ describe(`what a request costs: statements, token verifications, log lines (${DA
         expect(r.status).toBe(200);
         ids.push(r.requestId);
       }
-      await sleep(300);
-      const lines = server
-        .output()
-        .slice(from)
-        .split('\n')
-        .filter((l) => l.trim() !== '')
-        .map(
-          (l) =>
-            JSON.parse(l) as {
-              msg: string;
-              req?: { id: string };
-              audit?: { type: string; requestId: string };
-            },
-        );
+      const lines = await linesSince(from);
       expect(lines.map((l) => l.req?.id)).toEqual(ids);
       for (const [i, l] of lines.entries()) {
         expect(l.msg).toBe('request completed');
