@@ -38,13 +38,6 @@ export interface StatementRecord {
 }
 
 const FLUSH_EVERY_MS = 250;
-/** The events logged on their request's line rather than on a line of their own. */
-const ON_THE_REQUEST_LINE: ReadonlySet<SecurityEvent['type']> = new Set([
-  'state.read',
-  'state.write',
-  'lock.acquire',
-  'lock.release',
-]);
 const FLUSH_AT = 200;
 export const MAX_QUEUED = 20_000;
 const BATCH_ROWS = 500;
@@ -55,6 +48,13 @@ const STOP_FLUSHES = 5;
 /** Longest text kept of one value (names, reasons); longer ones are cut, marked with `…`. */
 export const MAX_AUDIT_TEXT = 1024;
 const MAX_DETAILS = 32;
+/** The events logged on their request's line rather than on a line of their own. */
+const ON_THE_REQUEST_LINE: ReadonlySet<SecurityEvent['type']> = new Set([
+  'state.read',
+  'state.write',
+  'lock.acquire',
+  'lock.release',
+]);
 
 interface Queued extends StoredEvent {
   /** The aggregation key of an anonymous refusal still counting up in its batch. */

@@ -14,10 +14,10 @@ import { resolveRemoteState, SelfAddresses } from './remote-config';
 
 /**
  * What a consumer's write will do to its edges (computed before the transaction): its
- * discovered edges (kept as they are for an encrypted state), whether it had declared edges,
- * and the producers of those whose sensitive outputs the writer may read.
+ * discovered edges (kept as they are for an encrypted state), and the producers of its declared
+ * edges whose sensitive outputs the writer may read (`undefined` when it has no declared edge).
  */
-type Prepared = { declared: boolean; sensitiveReadable: NodeRef[] } & (
+type Prepared = { sensitiveReadable: NodeRef[] | undefined } & (
   { kind: 'keep' } | { kind: 'replace'; edges: DiscoveredEdge[]; refused: number }
 );
 
@@ -79,13 +79,12 @@ export class GraphWriteHook implements StateWriteHook, OnModuleInit {
   async prepare(ctx: WriteContext): Promise<Prepared> {
     const consumer = { unit: ctx.unit, workspace: ctx.workspace };
     const rights = producerRights(this.authz, ctx.principal);
-    const sensitiveReadable: NodeRef[] = [];
-    const declaredProducers = await this.repo.declaredProducers(consumer);
-    for (const p of declaredProducers) {
-      if (await rights.sensitive(p)) sensitiveReadable.push(p);
+    const declared = await this.repo.declaredProducers(consumer);
+    const sensitiveReadable: NodeRef[] | undefined = declared.length > 0 ? [] : undefined;
+    for (const p of declared) {
+      if (await rights.sensitive(p)) sensitiveReadable?.push(p);
     }
-    const declared = declaredProducers.length > 0;
-    if (ctx.inspected.kind !== 'terraform') return { kind: 'keep', declared, sensitiveReadable }; // encrypted
+    if (ctx.inspected.kind !== 'terraform') return { kind: 'keep', sensitiveReadable }; // encrypted
     const sources = new Map<
       string,
       { producer: NodeRef; names: Set<string>; list: RemoteStateSource[] }
@@ -131,7 +130,7 @@ export class GraphWriteHook implements StateWriteHook, OnModuleInit {
         });
       }
     }
-    return { kind: 'replace', edges, refused, declared, sensitiveReadable };
+    return { kind: 'replace', edges, refused, sensitiveReadable };
   }
 
   /**
@@ -147,7 +146,7 @@ export class GraphWriteHook implements StateWriteHook, OnModuleInit {
       m,
       { unit: ctx.unit, workspace: ctx.workspace },
       p.kind === 'replace' ? p.edges : undefined,
-      p.declared ? p.sensitiveReadable : undefined,
+      p.sensitiveReadable,
       ctx.principal.subject,
     );
   }

@@ -77,7 +77,12 @@ class TerraformLoginExceptionFilter implements ExceptionFilter {
     const req = host.switchToHttp().getRequest<Request>();
     const res = host.switchToHttp().getResponse<Response>();
     const { status, body } = describeError(exception);
-    if (req.path !== LOGIN_PATHS.token) return page(res, new LoginPageError(status, body.message));
+    if (res.headersSent) {
+      res.destroy();
+      return;
+    }
+    // The token endpoint is this controller's only POST route (matched however the path is cased).
+    if (req.method !== 'POST') return page(res, new LoginPageError(status, body.message));
     const error =
       status === 429 || status === 503
         ? 'temporarily_unavailable'

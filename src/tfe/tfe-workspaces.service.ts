@@ -195,7 +195,7 @@ export class TfeWorkspacesService {
 
   /** Adds key-only tags (`POST workspaces/:id/relationships/tags`); needs `unit.write`. */
   async addTags(principal: Principal, ws: TfeWorkspace, tags: unknown[]): Promise<void> {
-    const names = tagSet(tags);
+    const names = tags.map(assertTagName);
     await this.authz.authorize(principal, 'unit.write', ws.addr);
     const merged = tagSet([...(ws.attrs?.tag_names ?? []), ...names]);
     await this.repo.updateAttributes(ws.unit.id, { tagNames: merged });
