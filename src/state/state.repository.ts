@@ -2,6 +2,7 @@ import { Injectable, Optional } from '@nestjs/common';
 import { ChangeCount, DataChanges } from '../database/data-changes';
 import { transaction, TransactionWork } from '../database/transaction';
 import { SqlParams, sqlRows } from '../database/sql';
+import { JoinedReads } from '../common/joined-reads';
 import { pooledRows } from '../database/pooled-statement';
 import { DataSource, EntityManager } from 'typeorm';
 import { HeldLock } from '../common/errors';
@@ -244,6 +245,8 @@ function deepFreeze<T>(value: T): T {
 @Injectable()
 export class StateRepository {
   private readonly currentCache = new CurrentCache();
+  /** On PostgreSQL: GETs of one state arriving together share their read (`JoinedReads`). */
+  readonly servedReads = new JoinedReads<ServedVersionRow | undefined>();
   /** Absent where nothing is counted (tests that build the repository alone). */
   private readonly currentChanges: ChangeCount | undefined;
 
@@ -598,15 +601,22 @@ export class StateRepository {
   /**
    * What a GET serves of the current version (`findCurrent`'s, its outputs left out), outside
    * any transaction. On the embedded database it is `findCurrent`'s answer, kept in memory; on
-   * PostgreSQL it is asked of the database every time (another replica may have written since),
-   * as one named statement on the pool itself that reads no more columns than are served.
+   * PostgreSQL it is asked of the database for every request (another replica may have written
+   * since), as one named statement on the pool itself that reads no more columns than are
+   * served, shared by the requests for the same state that arrived before it was sent.
    */
   async findServed(unitName: string, workspace: string): Promise<ServedVersionRow | undefined> {
     if (this.currentChanges?.count() !== undefined) {
       return (await this.findCurrent(this.db.manager, unitName, workspace)).version;
     }
-    const rows = await pooledRows<ServedVersionRow>(this.db, SERVED_CURRENT, [unitName, workspace]);
-    return rows[0];
+    // The name's length first: no two (unit, workspace) pairs share a key.
+    return await this.servedReads.read(`${unitName.length}:${unitName}${workspace}`, async () => {
+      const rows = await pooledRows<ServedVersionRow>(this.db, SERVED_CURRENT, [
+        unitName,
+        workspace,
+      ]);
+      return rows[0];
+    });
   }
 
   /** How `findCurrent` was answered on the embedded database: from memory, or by a query. */

@@ -1,6 +1,6 @@
 import { Readable } from 'node:stream';
 import type { DataSource } from 'typeorm';
-import { pooledRows } from '../database/pooled-statement';
+import { canCopyOut, pooledCopyRows, pooledRows } from '../database/pooled-statement';
 import {
   assertBlobKey,
   BlobNotFoundError,
@@ -15,13 +15,16 @@ import {
 export const PG_CHUNK_BYTES = 1024 * 1024;
 
 /**
- * A chunk's bytes as the database sends them: base64 text (line-wrapped, which Node's decoder
- * skips). Without it `pg` receives a `bytea` as hex text, twice the bytes' size, that the server
- * encodes and this process decodes (`pg` has no binary results it would not mangle: it reads
- * every value as UTF-8 text first); base64 is a third smaller on the wire, costs this process
- * about 40% less CPU per MiB, and the database about the same as hex.
+ * A chunk's bytes as the embedded database sends them: base64 text (line-wrapped, which Node's
+ * decoder skips) rather than `bytea` hex, a third smaller. A PostgreSQL server sends them raw
+ * instead, through a binary COPY (`pooledCopyRows`): a 1 MiB chunk then costs this process and
+ * the server about a quarter of the CPU either text form does (~2.3 ms against ~9 ms together,
+ * measured on the bench machine).
  */
 const CHUNK_BYTES_SQL = "encode(data, 'base64')";
+
+/** `key` as an SQL string literal (COPY takes no parameters; `assertBlobKey` allows no quote). */
+const keyLiteral = (key: string): string => `'${key.replace(/'/g, "''")}'`;
 
 /**
  * Blobs as ordered `bytea` chunk rows (`pg` cannot stream a single `bytea` value). A put inserts
@@ -29,7 +32,7 @@ const CHUNK_BYTES_SQL = "encode(data, 'base64')";
  * complete when `put` resolves, and only then does a version row point at it. A failed put
  * deletes what it inserted. Reads fetch one chunk at a time, so memory stays at one chunk; a
  * whole read is one statement per chunk (the first also answers how many there are), each run
- * on the pool itself and, on PostgreSQL, prepared once per connection (`pooledRows`).
+ * on the pool itself: on PostgreSQL a binary COPY, on the embedded database a query.
  */
 export class PostgresBlobStore implements BlobStore {
   readonly driver = 'postgres' as const;
@@ -88,17 +91,13 @@ export class PostgresBlobStore implements BlobStore {
       // A whole read asks once for the first chunk and how many there are: every blob has a
       // chunk 0 (an empty one too), so no row means no blob, and a chunk missing later on is
       // a blob deleted meanwhile, never a short body.
-      const rows = await pooledRows<{ data: string; n: number }>(
-        this.db,
-        `SELECT ${CHUNK_BYTES_SQL} AS data, (SELECT count(*)::int FROM blob_chunks WHERE blob_key = $1) AS n FROM blob_chunks WHERE blob_key = $1 AND seq = 0`,
-        [key],
-      );
-      if (rows.length === 0) throw new BlobNotFoundError(key);
-      first = Buffer.from(rows[0].data, 'base64');
-      lastSeq = rows[0].n - 1;
+      const head = await this.firstChunk(key);
+      if (!head) throw new BlobNotFoundError(key);
+      ({ data: first } = head);
+      lastSeq = head.chunks - 1;
     }
     let seq = Math.floor(start / PG_CHUNK_BYTES);
-    const db = this.db;
+    const chunk = this.chunk.bind(this);
     return new Readable({
       read() {
         void readNext(this);
@@ -113,13 +112,8 @@ export class PostgresBlobStore implements BlobStore {
         let data = first;
         first = undefined;
         if (!data) {
-          const rows = await pooledRows<{ data: string }>(
-            db,
-            `SELECT ${CHUNK_BYTES_SQL} AS data FROM blob_chunks WHERE blob_key = $1 AND seq = $2`,
-            [key, seq],
-          );
-          if (rows.length === 0) throw new BlobNotFoundError(key);
-          data = Buffer.from(rows[0].data, 'base64');
+          data = await chunk(key, seq);
+          if (!data) throw new BlobNotFoundError(key);
         }
         const base = seq * PG_CHUNK_BYTES;
         const from = Math.max(start - base, 0);
@@ -130,6 +124,45 @@ export class PostgresBlobStore implements BlobStore {
         stream.destroy(e as Error);
       }
     }
+  }
+
+  /** Chunk 0 of `key` and how many chunks it has (every blob has a chunk 0), or undefined. */
+  private async firstChunk(key: string): Promise<{ data: Buffer; chunks: number } | undefined> {
+    const count = 'SELECT count(*)::int FROM blob_chunks WHERE blob_key = ';
+    if (canCopyOut(this.db)) {
+      const k = keyLiteral(key);
+      const rows = await pooledCopyRows(
+        this.db,
+        `SELECT data, (${count}${k}) FROM blob_chunks WHERE blob_key = ${k} AND seq = 0`,
+      );
+      if (rows.length === 0) return undefined;
+      const [data, chunks] = rows[0];
+      return { data: data ?? Buffer.alloc(0), chunks: chunks?.readInt32BE(0) ?? 0 };
+    }
+    const rows = await pooledRows<{ data: string; n: number }>(
+      this.db,
+      `SELECT ${CHUNK_BYTES_SQL} AS data, (${count}$1) AS n FROM blob_chunks WHERE blob_key = $1 AND seq = 0`,
+      [key],
+    );
+    if (rows.length === 0) return undefined;
+    return { data: Buffer.from(rows[0].data, 'base64'), chunks: rows[0].n };
+  }
+
+  /** Chunk `seq` of `key`, or undefined when there is none. */
+  private async chunk(key: string, seq: number): Promise<Buffer | undefined> {
+    if (canCopyOut(this.db)) {
+      const rows = await pooledCopyRows(
+        this.db,
+        `SELECT data FROM blob_chunks WHERE blob_key = ${keyLiteral(key)} AND seq = ${seq | 0}`,
+      );
+      return rows.length === 0 ? undefined : (rows[0][0] ?? Buffer.alloc(0));
+    }
+    const rows = await pooledRows<{ data: string }>(
+      this.db,
+      `SELECT ${CHUNK_BYTES_SQL} AS data FROM blob_chunks WHERE blob_key = $1 AND seq = $2`,
+      [key, seq],
+    );
+    return rows.length === 0 ? undefined : Buffer.from(rows[0].data, 'base64');
   }
 
   async stat(key: string): Promise<number | undefined> {

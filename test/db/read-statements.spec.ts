@@ -1,3 +1,4 @@
+import { Client } from 'pg';
 import { DataSource } from 'typeorm';
 import { noteDefaultIsolation } from '../../src/database/transaction';
 import { MemoryBlobStore } from '../../src/storage/memory-blob.store';
@@ -111,6 +112,62 @@ describe(`the statements of a state read (${DATABASE_KIND})`, () => {
         const got = await readAll(reader, unit);
         expect(got.version).toEqual(written.version);
         expect(got.text).toBe(tfState(serial, 'lineage-reads', { n: serial }));
+      }
+    },
+  );
+
+  (ON_POSTGRES ? it : it.skip)(
+    'GETs of one state that arrive together share one statement, and never an answer older than a write acknowledged before they arrived',
+    async () => {
+      const unit = `reads/u-${++n}`;
+      await write(s, unit, 1);
+      await s.reader.current(ADMIN, { unit, workspace: 'default' });
+      const sent = await sentStatementsOf(() =>
+        Promise.all(
+          Array.from({ length: 20 }, () => s.reader.current(ADMIN, { unit, workspace: 'default' })),
+        ),
+      );
+      expect(sent).toHaveLength(1);
+      // Another state read in the same turn is a read of its own.
+      const other = `reads/u-${++n}`;
+      await write(s, other, 4);
+      const both = await Promise.all([
+        s.reader.current(ADMIN, { unit, workspace: 'default' }),
+        s.reader.current(ADMIN, { unit: other, workspace: 'default' }),
+      ]);
+      expect(both.map((v) => v.serial)).toEqual([1, 4]);
+
+      // A read sent before a write was acknowledged (on another replica) and answered after it
+      // must not be shared with a GET that arrived after the acknowledgement. Each answer of the
+      // served statement is held back 100 ms, so the first read is still in flight when the
+      // write is acknowledged.
+      const replica: DataSource = await (db.connectAnother as () => Promise<DataSource>)();
+      const b = buildServices(replica, s.blobs);
+      await b.reader.current(ADMIN, { unit, workspace: 'default' });
+      const original = Client.prototype.query;
+      let servedSent = 0;
+      const held = jest.spyOn(Client.prototype, 'query').mockImplementation(function (
+        this: Client,
+        ...args: unknown[]
+      ) {
+        const answer = (original as (...a: unknown[]) => unknown).apply(this, args);
+        const text = (args[0] as { text?: string } | undefined)?.text ?? '';
+        if (!text.startsWith('SELECT v.version,')) return answer as never;
+        servedSent++;
+        return (answer as Promise<unknown>).then(
+          (r) => new Promise((resolve) => setTimeout(() => resolve(r), 100)),
+        ) as never;
+      });
+      try {
+        const before = b.reader.current(ADMIN, { unit, workspace: 'default' });
+        while (servedSent === 0) await new Promise((r) => setImmediate(r));
+        await write(s, unit, 2);
+        const after = await b.reader.current(ADMIN, { unit, workspace: 'default' });
+        expect((await before).serial).toBe(1);
+        expect(after.serial).toBe(2);
+        expect(servedSent).toBe(2);
+      } finally {
+        held.mockRestore();
       }
     },
   );

@@ -121,3 +121,60 @@ describe('pooledRows (the lock fast paths on the pool itself)', () => {
     expect(fake.client.listeners).toEqual([]);
   });
 });
+
+describe('binaryCopyRows (the rows of a binary COPY)', () => {
+  let binaryCopyRows: PooledModule['binaryCopyRows'];
+  beforeAll(async () => {
+    ({ binaryCopyRows } = await import('../../src/database/pooled-statement'));
+  });
+
+  const SIGNATURE = Buffer.from('PGCOPY\n\xff\r\n\0', 'latin1');
+  const int16 = (n: number) => Buffer.from([(n >> 8) & 0xff, n & 0xff]);
+  const int32 = (n: number) => {
+    const b = Buffer.alloc(4);
+    b.writeInt32BE(n);
+    return b;
+  };
+  const header = (extension = Buffer.alloc(0)) =>
+    Buffer.concat([SIGNATURE, int32(0), int32(extension.length), extension]);
+  const field = (v: Buffer | null) =>
+    v === null ? int32(-1) : Buffer.concat([int32(v.length), v]);
+  const row = (...values: (Buffer | null)[]) =>
+    Buffer.concat([int16(values.length), ...values.map(field)]);
+  const TRAILER = int16(-1);
+
+  it('answers each row as its values’ bytes, NULL as null, an empty value as empty, skipping a header extension', () => {
+    const rows = binaryCopyRows(
+      Buffer.concat([
+        header(Buffer.from('ext')),
+        row(Buffer.from('abc'), null, Buffer.alloc(0)),
+        row(int32(7)),
+        TRAILER,
+      ]),
+    );
+    expect(rows.map((r) => r.map((v) => (v === null ? null : v.toString('hex'))))).toEqual([
+      ['616263', null, ''],
+      ['00000007'],
+    ]);
+    expect(binaryCopyRows(Buffer.concat([header(), TRAILER]))).toEqual([]);
+  });
+
+  it.each([
+    [
+      'no signature',
+      Buffer.concat([Buffer.from('PGCOPY\n\xff\r\n\x01', 'latin1'), int32(0), int32(0), TRAILER]),
+    ],
+    ['nothing at all', Buffer.alloc(0)],
+    ['no trailer', Buffer.concat([header(), row(Buffer.from('a'))])],
+    [
+      'a value longer than the bytes',
+      Buffer.concat([header(), int16(1), int32(5), Buffer.from('ab')]),
+    ],
+    ['an extension longer than the bytes', Buffer.concat([SIGNATURE, int32(0), int32(1_000_000)])],
+    ['a negative length', Buffer.concat([header(), int16(1), int32(-2), TRAILER])],
+    ['a negative field count', Buffer.concat([header(), int16(-3), TRAILER])],
+    ['bytes after the trailer', Buffer.concat([header(), TRAILER, Buffer.from('x')])],
+  ])('refuses %s instead of answering wrong bytes', (_name, bytes) => {
+    expect(() => binaryCopyRows(bytes)).toThrow(/malformed binary COPY data/);
+  });
+});
