@@ -27,7 +27,11 @@ export class JoinedReads<T extends object | undefined> {
         // From here on a caller starts a read of its own: this one goes out now.
         this.waiting.delete(key);
         this.sent++;
-        run().then((answer) => resolve(answer && Object.freeze(answer)), reject);
+        // A `run` that throws rather than rejects fails its callers too, never the process.
+        new Promise<T>((started) => started(run())).then(
+          (answer) => resolve(answer && Object.freeze(answer)),
+          reject,
+        );
       });
     });
     this.waiting.set(key, read);

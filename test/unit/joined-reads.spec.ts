@@ -77,6 +77,16 @@ describe('JoinedReads (callers arriving together share a read not yet sent)', ()
     expect(run).toHaveBeenCalledTimes(2);
   });
 
+  it('a read that throws instead of rejecting fails its callers, not the process', async () => {
+    const reads = new JoinedReads<{ v: number }>();
+    const boom = () => {
+      throw new Error('thrown, not rejected');
+    };
+    await expect(Promise.all([reads.read('a', boom), reads.read('a', boom)])).rejects.toThrow(
+      'thrown, not rejected',
+    );
+  });
+
   it('an absent answer is shared as absent', async () => {
     const reads = new JoinedReads<{ v: number } | undefined>();
     const got = await Promise.all([
