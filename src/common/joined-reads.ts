@@ -12,7 +12,7 @@
  */
 export class JoinedReads<T extends object | undefined> {
   private readonly waiting = new Map<string, Promise<T>>();
-  /** Reads sent, and callers that joined one instead (for tests and metrics). */
+  /** Reads sent, and callers that joined one instead (for tests). */
   sent = 0;
   joined = 0;
 

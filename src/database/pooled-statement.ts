@@ -83,6 +83,9 @@ async function withPooledClient<T>(
   try {
     return await use(client);
   } catch (e) {
+    // pg gave up waiting (query_timeout) but the connection still carries the statement: were
+    // it lent again, the next holder would wait behind whatever the server still sends.
+    if ((e as Error | undefined)?.message === 'Query read timeout') broken ??= e as Error;
     ds.logger.logQueryError(e as Error, text, values);
     throw new QueryFailedError(text, values, e as Error);
   } finally {
@@ -151,6 +154,9 @@ export function binaryCopyRows(bytes: Buffer): (Buffer | null)[][] {
   };
   need(0, COPY_SIGNATURE.length + 8);
   if (!bytes.subarray(0, COPY_SIGNATURE.length).equals(COPY_SIGNATURE)) fail('no signature');
+  // Bit 16 would add an OID field to every row, and a reader must refuse bits it does not
+  // know: a `COPY (query)` sets none.
+  if (bytes.readUInt32BE(COPY_SIGNATURE.length) !== 0) fail('flags set');
   let at = COPY_SIGNATURE.length + 4;
   const extension = bytes.readUInt32BE(at);
   at += 4;
@@ -220,6 +226,26 @@ class CopyOut {
   }
 
   handleCommandComplete(): void {}
+
+  /**
+   * Answers no COPY TO sends. They cannot come from the statements this runs, but pg would
+   * call them on the active query, and a missing handler would throw inside its socket reader.
+   */
+  handleRowDescription(): void {
+    this.settle(new Error('a COPY TO STDOUT was answered with rows'));
+  }
+
+  handleDataRow(): void {}
+
+  handleEmptyQuery(): void {
+    this.settle(new Error('a COPY TO STDOUT was answered as an empty query'));
+  }
+
+  /** A COPY FROM, which would wait for data forever: refused, so the server ends it. */
+  handleCopyInResponse(connection: { sendCopyFail(message: string): void }): void {
+    connection.sendCopyFail('not a COPY TO STDOUT');
+    this.settle(new Error('a COPY TO STDOUT was answered as a COPY FROM'));
+  }
 
   handleReadyForQuery(): void {
     this.settle(undefined);

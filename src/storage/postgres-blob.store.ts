@@ -24,7 +24,10 @@ export const PG_CHUNK_BYTES = 1024 * 1024;
 const CHUNK_BYTES_SQL = "encode(data, 'base64')";
 
 /** `key` as an SQL string literal (COPY takes no parameters; `assertBlobKey` allows no quote). */
-const keyLiteral = (key: string): string => `'${key.replace(/'/g, "''")}'`;
+function keyLiteral(key: string): string {
+  assertBlobKey(key);
+  return `'${key.replace(/'/g, "''")}'`;
+}
 
 /**
  * Blobs as ordered `bytea` chunk rows (`pg` cannot stream a single `bytea` value). A put inserts

@@ -131,16 +131,21 @@ describe(`the statements of a state read (${DATABASE_KIND})`, () => {
       // Another state read in the same turn is a read of its own.
       const other = `reads/u-${++n}`;
       await write(s, other, 4);
-      const both = await Promise.all([
-        s.reader.current(ADMIN, { unit, workspace: 'default' }),
-        s.reader.current(ADMIN, { unit: other, workspace: 'default' }),
-      ]);
+      let both: { serial: number | null }[] = [];
+      const two = await sentStatementsOf(
+        async () =>
+          (both = await Promise.all([
+            s.reader.current(ADMIN, { unit, workspace: 'default' }),
+            s.reader.current(ADMIN, { unit: other, workspace: 'default' }),
+          ])),
+      );
       expect(both.map((v) => v.serial)).toEqual([1, 4]);
+      expect(two).toHaveLength(2);
 
       // A read sent before a write was acknowledged (on another replica) and answered after it
-      // must not be shared with a GET that arrived after the acknowledgement. Each answer of the
-      // served statement is held back 100 ms, so the first read is still in flight when the
-      // write is acknowledged.
+      // must not be shared with a GET that arrived after the acknowledgement. The first answer of
+      // the served statement is held back until a second one was sent (or, should none ever be,
+      // for 2 s), so that read is still in flight when the write is acknowledged.
       const replica: DataSource = await (db.connectAnother as () => Promise<DataSource>)();
       const b = buildServices(replica, s.blobs);
       await b.reader.current(ADMIN, { unit, workspace: 'default' });
@@ -154,9 +159,12 @@ describe(`the statements of a state read (${DATABASE_KIND})`, () => {
         const text = (args[0] as { text?: string } | undefined)?.text ?? '';
         if (!text.startsWith('SELECT v.version,')) return answer as never;
         servedSent++;
-        return (answer as Promise<unknown>).then(
-          (r) => new Promise((resolve) => setTimeout(() => resolve(r), 100)),
-        ) as never;
+        if (servedSent > 1) return answer as never;
+        const until = Date.now() + 2000;
+        return (answer as Promise<unknown>).then(async (r) => {
+          while (servedSent < 2 && Date.now() < until) await new Promise((t) => setTimeout(t, 5));
+          return r;
+        }) as never;
       });
       try {
         const before = b.reader.current(ADMIN, { unit, workspace: 'default' });

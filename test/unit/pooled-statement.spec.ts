@@ -122,6 +122,21 @@ describe('pooledRows (the lock fast paths on the pool itself)', () => {
   });
 });
 
+describe('pooledRows when pg stops waiting (query_timeout)', () => {
+  it('gives the connection back broken, so that no later holder waits behind the statement', async () => {
+    const mod = await import('../../src/database/pooled-statement');
+    const timedOut = new Error('Query read timeout');
+    const fake = fakeDataSource(() => {
+      throw timedOut;
+    });
+    await expect(mod.pooledRows(fake.ds, 'SELECT pg_sleep(60)', [])).rejects.toThrow(
+      'Query read timeout',
+    );
+    expect(fake.released).toEqual([timedOut]);
+    expect(fake.logged).toEqual(['SELECT pg_sleep(60)']);
+  });
+});
+
 describe('binaryCopyRows (the rows of a binary COPY)', () => {
   let binaryCopyRows: PooledModule['binaryCopyRows'];
   beforeAll(async () => {
@@ -166,6 +181,11 @@ describe('binaryCopyRows (the rows of a binary COPY)', () => {
     ],
     ['nothing at all', Buffer.alloc(0)],
     ['no trailer', Buffer.concat([header(), row(Buffer.from('a'))])],
+    [
+      'the OID flag (an extra field per row)',
+      Buffer.concat([SIGNATURE, int32(1 << 16), int32(0), TRAILER]),
+    ],
+    ['an unknown flag', Buffer.concat([SIGNATURE, int32(1), int32(0), TRAILER])],
     [
       'a value longer than the bytes',
       Buffer.concat([header(), int16(1), int32(5), Buffer.from('ab')]),
