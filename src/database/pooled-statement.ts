@@ -132,7 +132,7 @@ export function canCopyOut(ds: DataSource): boolean {
  */
 export async function pooledCopyRows(ds: DataSource, select: string): Promise<(Buffer | null)[][]> {
   const pool = poolOf(ds);
-  if (!pool || !NAMED_STATEMENTS.has(ds)) throw new TypeError('COPY out needs a PostgreSQL server');
+  if (!pool || !canCopyOut(ds)) throw new TypeError('COPY out needs a PostgreSQL server');
   const text = `COPY (${select}) TO STDOUT (FORMAT binary)`;
   const bytes = await withPooledClient(ds, pool, text, [], (client) => {
     const copy = new CopyOut(text);
